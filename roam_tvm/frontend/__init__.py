@@ -1,0 +1,1 @@
+"""roam_tvm.frontend"""
