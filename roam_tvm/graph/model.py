@@ -90,6 +90,9 @@ class Op:
     inplace : list of int
         Input tensor ids whose storage this op overwrites. Its outputs that alias
         them carry ``alias_of``.
+    after : list of int
+        Extra ops that must run before this one (control dependencies, e.g. a
+        binding with side effects that must keep its place).
     """
 
     id: int
@@ -99,6 +102,7 @@ class Op:
     workspace: int = 0
     kind: str = "compute"
     inplace: list[int] = field(default_factory=list)
+    after: list[int] = field(default_factory=list)
 
 
 class Graph:
@@ -135,6 +139,9 @@ class Graph:
                 if tid in producer:
                     raise GraphError(f"tensor {self.tensors[tid].name!r} is defined by two ops")
                 producer[tid] = i
+            for dep in op.after:
+                if not 0 <= dep < len(self.ops) or dep == i:
+                    raise GraphError(f"op {op.name!r} has a bad control dependency {dep}")
             for tid in op.inplace:
                 if tid not in op.inputs:
                     raise GraphError(f"op {op.name!r} updates tensor {tid} in place but does not read it")
@@ -208,6 +215,7 @@ class Graph:
         preds: list[set[int]] = [set() for _ in self.ops]
         prod = self.producer
         for op in self.ops:
+            preds[op.id].update(op.after)
             for tid in op.inputs:
                 p = prod.get(tid)
                 if p is not None and p != op.id:
