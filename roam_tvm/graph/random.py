@@ -240,7 +240,13 @@ def reorder_graph(g: Graph, order: list[int]) -> Graph:
     from dataclasses import replace
 
     g.check_order(order)
-    ops = [replace(g.ops[o], id=i, inputs=list(g.ops[o].inputs), outputs=list(g.ops[o].outputs),
-                   inplace=list(g.ops[o].inplace)) for i, o in enumerate(order)]
+    new_id = {o: i for i, o in enumerate(order)}
+    ops = []
+    for i, o in enumerate(order):
+        op = replace(g.ops[o], id=i, inputs=list(g.ops[o].inputs), outputs=list(g.ops[o].outputs),
+                     inplace=list(g.ops[o].inplace))
+        if getattr(op, "after", None):
+            op.after = sorted(new_id[a] for a in op.after)
+        ops.append(op)
     tensors = [replace(t) for t in g.tensors]
     return Graph(ops, tensors, name=g.name, meta=dict(g.meta))
