@@ -1,0 +1,174 @@
+"""Plain containers of the zoo: ``OptimizerConfig``, ``ModelSpec``, ``ModelInfo`` and the loss conventions.
+
+Loss conventions (the frontend relies on them):
+
+* ``cross_entropy``: ``F.cross_entropy(logits.reshape(-1, C), targets.reshape(-1))`` (mean over all rows),
+  where ``C = logits.shape[-1]``.
+* ``mse``: ``F.mse_loss(output, target)`` (mean over all elements).
+
+With several targets the losses are summed (the built-in models always have one target).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+LOSSES = ("cross_entropy", "mse")
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """Hyper-parameters of the optimizer of one training step.
+
+    ``kind``: ``sgd`` (plain), ``momentum`` (SGD with a momentum buffer), ``adam`` (L2 ``weight_decay``
+    added to the gradient, as ``torch.optim.Adam``) or ``adamw`` (decoupled weight decay, as
+    ``torch.optim.AdamW``).
+    """
+
+    kind: str = "sgd"
+    lr: float = 0.01
+    momentum: float = 0.0
+    betas: Tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+
+    def __post_init__(self):
+        if self.kind not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer kind {self.kind!r}; valid: {', '.join(OPTIMIZERS)}")
+        if self.kind == "momentum" and self.momentum <= 0.0:
+            object.__setattr__(self, "momentum", 0.9)
+        object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))
+
+    @property
+    def state_per_param(self) -> int:
+        """Number of parameter-sized state tensors this optimizer keeps per parameter."""
+        return {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}[self.kind]
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = asdict(self)
+        d["betas"] = list(self.betas)
+        return d
+
+
+def torch_optimizer(config: OptimizerConfig, params, **extra) -> torch.optim.Optimizer:
+    """The ``torch.optim`` optimizer equivalent to ``config`` (``extra`` is passed on, e.g. ``foreach``)."""
+    params = list(params)
+    if config.kind == "sgd":
+        return torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay, **extra)
+    if config.kind == "momentum":
+        return torch.optim.SGD(params, lr=config.lr, momentum=config.momentum,
+                               weight_decay=config.weight_decay, **extra)
+    if config.kind == "adam":
+        return torch.optim.Adam(params, lr=config.lr, betas=config.betas, eps=config.eps,
+                                weight_decay=config.weight_decay, **extra)
+    if config.kind == "adamw":
+        return torch.optim.AdamW(params, lr=config.lr, betas=config.betas, eps=config.eps,
+                                 weight_decay=config.weight_decay, **extra)
+    raise ValueError(f"unknown optimizer kind {config.kind!r}")
+
+
+def compute_loss(kind: str, output: torch.Tensor, *targets: torch.Tensor) -> torch.Tensor:
+    """The scalar loss of ``output`` against ``targets`` under the zoo's loss conventions."""
+    if kind not in LOSSES:
+        raise ValueError(f"unknown loss {kind!r}; valid: {', '.join(LOSSES)}")
+    if not targets:
+        raise ValueError("compute_loss needs at least one target tensor")
+    total = None
+    for target in targets:
+        if kind == "cross_entropy":
+            c = output.shape[-1]
+            term = F.cross_entropy(output.reshape(-1, c), target.reshape(-1))
+        else:
+            term = F.mse_loss(output, target)
+        total = term if total is None else total + term
+    return total
+
+
+class LossWrapper(nn.Module):
+    """``forward(*inputs, *targets) -> scalar loss``: the module that gets exported.
+
+    The wrapped model is registered as ``self.model``, so parameter names get a ``model.`` prefix.
+    """
+
+    def __init__(self, model: nn.Module, loss: str, num_inputs: int):
+        super().__init__()
+        if loss not in LOSSES:
+            raise ValueError(f"unknown loss {loss!r}; valid: {', '.join(LOSSES)}")
+        self.model = model
+        self.loss = loss
+        self.num_inputs = num_inputs
+
+    def forward(self, *args):
+        inputs, targets = args[: self.num_inputs], args[self.num_inputs:]
+        return compute_loss(self.loss, self.model(*inputs), *targets)
+
+
+@dataclass
+class ModelSpec:
+    """One model, ready for a training step.
+
+    ``model`` is in train mode and its ``forward(*example_inputs)`` returns a single tensor (the logits, or
+    the prediction for ``mse``). ``config`` records the sizes used (JSON-able). ``meta`` tells whether the
+    parameters live on the ``meta`` device (no storage).
+    """
+
+    name: str
+    model: nn.Module
+    example_inputs: Tuple[torch.Tensor, ...]
+    targets: Tuple[torch.Tensor, ...]
+    loss: str = "cross_entropy"
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    config: Dict[str, Any] = field(default_factory=dict)
+    small: bool = False
+    meta: bool = False
+    description: str = ""
+
+    def __post_init__(self):
+        if self.loss not in LOSSES:
+            raise ValueError(f"unknown loss {self.loss!r}; valid: {', '.join(LOSSES)}")
+        self.example_inputs = tuple(self.example_inputs)
+        self.targets = tuple(self.targets)
+
+    def loss_fn(self, output: torch.Tensor, *targets: torch.Tensor) -> torch.Tensor:
+        """The scalar loss of ``output`` (the model's forward result) against ``targets``."""
+        return compute_loss(self.loss, output, *targets)
+
+    def wrapped(self) -> LossWrapper:
+        """An ``nn.Module`` whose ``forward(*example_inputs, *targets)`` returns the scalar loss."""
+        return LossWrapper(self.model, self.loss, len(self.example_inputs))
+
+    @property
+    def args(self) -> Tuple[torch.Tensor, ...]:
+        """``example_inputs + targets``: the arguments of ``wrapped()``."""
+        return self.example_inputs + self.targets
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+    def param_bytes(self) -> int:
+        return sum(p.numel() * p.element_size() for p in self.model.parameters())
+
+    def make_optimizer(self, params=None, **extra) -> torch.optim.Optimizer:
+        """``torch_optimizer(self.optimizer, params or self.model.parameters())``."""
+        return torch_optimizer(self.optimizer, self.model.parameters() if params is None else params, **extra)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Registry entry: how to build a model and its default / small sizes."""
+
+    description: str
+    defaults: Dict[str, Any]
+    small_sizes: Dict[str, Any]
+    needs_meta_for_default: bool
+    builder: Callable[..., ModelSpec] = field(repr=False, compare=False, default=None)
+    sizes: Tuple[str, ...] = ("batch",)  # which of batch / seq / image apply
+
+    @property
+    def default_sizes(self) -> Dict[str, Any]:
+        return dict(self.defaults)
