@@ -220,8 +220,8 @@ class Graph:
                 p = prod.get(tid)
                 if p is not None and p != op.id:
                     preds[op.id].add(p)
-        # Write-after-read: every reader of the old value (or of a view of it that
-        # does not come from this update) runs before the in-place update.
+        # Write-after-read: every reader of the storage's older versions (the root
+        # and every alias of it that does not come from this update) runs first.
         alias_children: list[list[int]] = [[] for _ in self.tensors]
         for t in self.tensors:
             if t.alias_of is not None:
@@ -229,7 +229,7 @@ class Graph:
         for op in self.ops:
             mine = set(op.outputs)
             for tid in op.inplace:
-                stack, old_versions = [tid], []
+                stack, old_versions = [self.root(tid)], []
                 while stack:
                     x = stack.pop()
                     if x in mine:
