@@ -1,0 +1,390 @@
+"""Robust GPU scheduling of every PrimFunc of a module.
+
+TVM's stock ``dl.ApplyDefaultSchedule(Matmul, GEMV, Reduction, GeneralReduction,
+Fallback)`` takes the *first rule that returns a schedule*, and fails on training
+graphs in two ways (tvm-notes, "Building"):
+
+* a rule raises while scheduling (``dl.gpu.GEMV`` asserts ``s_loops`` on a fused
+  collapse-sum kernel);
+* a rule returns a schedule that does not lower (``max_pool2d_backward`` under the
+  reduction rules: "No matched reducer", or an internal check in a TIR pass).
+
+``robust_schedule`` tries the same rules in the same order, per function, and keeps
+the first whose result *still lowers* (it is run through TVM's TIR lowering pipeline
+and device code generation for the target, alone). When no rule works it uses
+``simple_gpu_schedule``: inline what can be inlined, then for every remaining block
+fuse its spatial loops and bind them to blockIdx.x/threadIdx.x, leaving reduction
+loops serial inside the thread (one thread per output element). If even that does
+not lower, the variant without inlining is tried; if that fails too the function is
+left unscheduled and a warning is logged (it never raises on a valid module; the
+build will then report the function).
+
+The rule each function got is logged at DEBUG level on the ``roam_tvm.runtime.schedule``
+logger and recorded in the PrimFunc attribute ``roam.schedule_rule`` (a string), so
+tests and reports can see it; ``robust_schedule.last_report`` keeps the last run's
+rule per function and the failures that were skipped.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+from tvm.ir import IRModule
+
+logger = logging.getLogger(__name__)
+
+RULE_ATTR = "roam.schedule_rule"
+_SCHEDULED_ATTR = "tirx.is_scheduled"
+
+__all__ = [
+    "robust_schedule",
+    "stock_dlight_schedule",
+    "default_rules",
+    "schedule_func",
+    "simple_gpu_schedule",
+    "check_lowers",
+    "ScheduleReport",
+    "RULE_ATTR",
+]
+
+
+def default_rules() -> list[tuple[str, object]]:
+    """The stock CUDA rule list of TVM 0.27, in its order, as (name, rule)."""
+    from tvm.s_tir import dlight as dl  # pylint: disable=import-outside-toplevel
+
+    return [
+        ("Matmul", dl.gpu.Matmul()),
+        ("GEMV", dl.gpu.GEMV()),
+        ("Reduction", dl.gpu.Reduction()),
+        ("GeneralReduction", dl.gpu.GeneralReduction()),
+        ("Fallback", dl.gpu.Fallback()),
+    ]
+
+
+def stock_dlight_schedule() -> tvm.transform.Pass:
+    """TVM's stock CUDA schedule pass (what relax.backend.cuda.legalize_passes uses)."""
+    from tvm.s_tir import dlight as dl  # pylint: disable=import-outside-toplevel
+
+    return dl.ApplyDefaultSchedule(*[r for _, r in default_rules()])
+
+
+# --------------------------------------------------------------------------- checking
+def _is_scheduled(func) -> bool:
+    return (
+        isinstance(func, tirx.PrimFunc)
+        and func.attrs is not None
+        and _SCHEDULED_ATTR in func.attrs
+        and bool(func.attrs[_SCHEDULED_ATTR])
+    )
+
+
+def check_lowers(func: tirx.PrimFunc, target: tvm.target.Target, codegen: bool = True) -> str | None:
+    """Lower one PrimFunc alone for ``target``; return None if fine, else the error text.
+
+    Runs TVM's default TIR pipeline for the target (which includes VerifyMemory, the
+    check that every GPU buffer access sits under a thread binding, and the
+    cross-thread-reduction lowering that raises "No matched reducer"), splits host
+    and device code, runs the device finalize passes and (``codegen=True``) the
+    device code generator (CUDA C source; no nvcc, no driver needed). The host side
+    is not code-generated (LLVM is slow and never the failing part).
+    """
+    tir_build = importlib.import_module("tvm.tirx.build")
+
+    try:
+        host = tvm.target.Target("llvm") if target.host is None else target.host
+        tgt = target.with_host(host) if target.host is None else target
+        f = func.with_attr("global_symbol", "roam_check")
+        mod = IRModule({"roam_check": f})
+        mod = tirx.transform.BindTarget(tgt)(mod)
+        pipe, _fin_host, fin_dev = tvm.tirx.get_default_tir_pipeline(tgt)
+        with tvm.transform.PassContext(opt_level=3):
+            mod = pipe(mod)
+            _host_mod, dev_mods = tir_build.split_host_device_mods(mod)
+            for dev_target, dev_mod in dev_mods.items():
+                dev_mod = fin_dev()(dev_mod)
+                if codegen:
+                    _codegen_source_only(dev_mod, dev_target)
+    except Exception as err:  # pylint: disable=broad-except
+        return f"{type(err).__name__}: {_short(err)}"
+    return None
+
+
+def _codegen_source_only(dev_mod: IRModule, dev_target: tvm.target.Target) -> None:
+    """Generate device source without invoking nvcc/NVRTC (cheap, driver-free)."""
+    kind = dev_target.kind.name
+    if kind == "cuda":
+        fgen = tvm.get_global_func("target.build.cuda_source_only", allow_missing=True)
+        if fgen is None:
+            # fall back to the regular builder; with a driver-less machine TVM embeds
+            # source, with nvcc present it may compile (slower, still a valid check)
+            fgen = tvm.get_global_func("target.build.cuda")
+        fgen(dev_mod, dev_target)
+    else:
+        fgen = tvm.get_global_func(f"target.build.{kind}", allow_missing=True)
+        if fgen is not None:
+            fgen(dev_mod, dev_target)
+
+
+def _short(err: Exception, limit: int = 300) -> str:
+    lines = [ln.strip() for ln in str(err).strip().splitlines()]
+    # drop caret/tilde underline lines of Python tracebacks; TVM errors end with the message
+    lines = [ln for ln in lines if ln and set(ln) - set("^~ ")]
+    msg = " | ".join(lines[-2:])
+    return msg[-limit:]
+
+
+# --------------------------------------------------------------------------- fallback
+def simple_gpu_schedule(
+    func: tirx.PrimFunc, target: tvm.target.Target, inline: bool = True
+) -> tirx.PrimFunc:
+    """Plain thread binding: one thread per spatial output point, reductions serial.
+
+    For every block that is not inlined: loops are classified by the block's iter
+    vars (spatial / reduction); the leading run of spatial loops is fused, split by
+    the target's max threads per block and bound to blockIdx.x/threadIdx.x. Anything
+    below (reduction loops and spatial loops nested under them) stays serial in the
+    thread. Reductions get their init split out (decompose_reduction) when possible.
+    """
+    from tvm.s_tir.dlight import base as dl_base  # pylint: disable=import-outside-toplevel
+
+    max_threads = int(dl_base.max_threads_per_block(target))
+    threads = min(256, max_threads)
+    sch = s_tir.Schedule(func)
+    if inline:
+        _inline_all(sch)
+    root = sch.get_sblock("root") if _has_root(sch) else None
+    blocks = sch.get_child_blocks(root) if root is not None else []
+    for block in blocks:
+        loops = sch.get_loops(block)
+        if any(sch.get(lp).thread_binding is not None for lp in loops):
+            continue
+        sref_block = sch.get(block)
+        kinds = _loop_kinds(sch, block, loops)
+        lead = []
+        for lp, kind in zip(loops, kinds):
+            if kind != "S":
+                break
+            lead.append(lp)
+        if not lead:
+            lead = [sch.add_unit_loop(block)] if not loops else [sch.add_unit_loop(loops[0])]
+        fused = sch.fuse(*lead) if len(lead) > 1 else lead[0]
+        bx, tx = sch.split(fused, factors=[None, threads])
+        sch.bind(bx, "blockIdx.x")
+        sch.bind(tx, "threadIdx.x")
+        if sref_block.init is not None:
+            rest = sch.get_loops(block)[2:]
+            try:
+                if rest:
+                    sch.decompose_reduction(block, rest[0])
+            except Exception:  # pylint: disable=broad-except
+                pass
+    return sch.mod["main"]
+
+
+def _has_root(sch) -> bool:
+    try:
+        sch.get_sblock("root")
+        return True
+    except Exception:  # pylint: disable=broad-except
+        return False
+
+
+def _inline_all(sch) -> None:
+    """Inline every block that can be (compute_inline, else reverse_compute_inline)."""
+    changed = True
+    while changed:
+        changed = False
+        for block in sch.get_child_blocks(sch.get_sblock("root")):
+            for prim in (sch.compute_inline, sch.reverse_compute_inline):
+                try:
+                    prim(block)
+                    changed = True
+                    break
+                except Exception:  # pylint: disable=broad-except
+                    continue
+            if changed:
+                break
+
+
+def _loop_kinds(sch, block, loops) -> list[str]:
+    """'S' for loops that only feed spatial iter vars, 'R' if any reduction var, 'O' other."""
+    realize = sch.get(block)
+    blk = realize
+    # map loop var -> kind, via the block's iter_var bindings
+    try:
+        br = sch.get_sref(block).stmt  # SBlock
+    except Exception:  # pylint: disable=broad-except
+        br = blk
+    # find the SBlockRealize to read bindings
+    binding_of = {}
+    realize_node = _find_realize(sch, block)
+    if realize_node is not None:
+        for iv, val in zip(realize_node.block.iter_vars, realize_node.iter_values):
+            binding_of[iv] = val
+    kinds = []
+    for lp in loops:
+        var = sch.get(lp).loop_var
+        kind = "S"
+        for iv, val in binding_of.items():
+            if _uses_var(val, var):
+                if iv.iter_type == tirx.IterVar.CommReduce:
+                    kind = "R"
+                    break
+                if iv.iter_type != tirx.IterVar.DataPar:
+                    kind = "O"
+        kinds.append(kind)
+    del br
+    return kinds
+
+
+def _find_realize(sch, block):
+    target = sch.get(block)
+    found = []
+
+    def visit(node):
+        if node.block.same_as(target):
+            found.append(node)
+
+    tvm_ffi.structural_walk(sch.mod["main"].body, [(tirx.SBlockRealize, visit)])
+    return found[0] if found else None
+
+
+def _uses_var(expr, var) -> bool:
+    hit = []
+
+    def visit(node):
+        if node.same_as(var):
+            hit.append(True)
+
+    tvm_ffi.structural_walk(expr, [(tirx.Var, visit)])
+    return bool(hit)
+
+
+# --------------------------------------------------------------------------- driver
+@dataclass
+class ScheduleReport:
+    """Which rule each PrimFunc got (also written to the func attr ``roam.schedule_rule``)."""
+
+    rule_of: dict[str, str] = field(default_factory=dict)
+    failures: dict[str, list[str]] = field(default_factory=dict)
+
+    def counts(self) -> Counter:
+        return Counter(self.rule_of.values())
+
+
+def schedule_func(
+    func: tirx.PrimFunc,
+    target: tvm.target.Target,
+    rules=None,
+    verify: bool = True,
+    name: str = "?",
+    failures: list[str] | None = None,
+) -> tuple[tirx.PrimFunc, str]:
+    """Schedule one PrimFunc; return (scheduled func, rule name).
+
+    rule name is one of the dlight rule names, "simple", "simple-noinline", or
+    "none" (left unscheduled: nothing lowered).
+    """
+    rules = default_rules() if rules is None else rules
+    failures = [] if failures is None else failures
+    for rule_name, rule in rules:
+        try:
+            space = rule.apply(func, target, False)
+        except Exception as err:  # pylint: disable=broad-except
+            failures.append(f"{rule_name}: raised {type(err).__name__}: {_short(err)}")
+            continue
+        if space is None:
+            continue
+        if isinstance(space, list):
+            if not space:
+                continue
+            space = space[0]
+        try:
+            new = space.mod["main"]
+        except Exception as err:  # pylint: disable=broad-except
+            failures.append(f"{rule_name}: bad schedule {type(err).__name__}: {_short(err)}")
+            continue
+        if verify:
+            err = check_lowers(new, target)
+            if err is not None:
+                failures.append(f"{rule_name}: does not lower: {err}")
+                continue
+        return new, rule_name
+    for rule_name, inline in (("simple", True), ("simple-noinline", False)):
+        try:
+            new = simple_gpu_schedule(func, target, inline=inline)
+        except Exception as err:  # pylint: disable=broad-except
+            failures.append(f"{rule_name}: raised {type(err).__name__}: {_short(err)}")
+            continue
+        err = check_lowers(new, target) if verify else None
+        if err is None:
+            return new, rule_name
+        failures.append(f"{rule_name}: does not lower: {err}")
+    return func, "none"
+
+
+def robust_schedule(target=None, rules=None, verify: bool = True) -> tvm.transform.Pass:
+    """Module pass: schedule every unscheduled PrimFunc for a GPU target (see module doc).
+
+    For CPU targets (llvm) it is the identity: TVM's llvm backend needs no schedule.
+    target None -> the PrimFunc's ``target`` attr, else Target.current() at run time.
+    The last run's report is available as ``robust_schedule.last_report``.
+    """
+
+    @tvm.transform.module_pass(opt_level=0, name="RoamRobustSchedule")
+    def _pass(mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
+        from .pipeline import as_target, is_gpu_target  # pylint: disable=import-outside-toplevel
+
+        default_target = as_target(target) if target is not None else tvm.target.Target.current(
+            allow_none=True
+        )
+        report = ScheduleReport()
+        updates = {}
+        for gvar, func in mod.functions_items():
+            if not isinstance(func, tirx.PrimFunc) or _is_scheduled(func):
+                continue
+            ftarget = func.attrs.get("target") if func.attrs is not None else None
+            ftarget = ftarget if ftarget is not None else default_target
+            if ftarget is None or not is_gpu_target(ftarget):
+                continue
+            fails: list[str] = []
+            with ftarget:
+                new, rule = schedule_func(
+                    func, ftarget, rules=rules, verify=verify, name=gvar.name_hint, failures=fails
+                )
+            report.rule_of[gvar.name_hint] = rule
+            if fails:
+                report.failures[gvar.name_hint] = fails
+            if rule == "none":
+                logger.warning(
+                    "robust_schedule: no schedule lowers for %s; left unscheduled: %s",
+                    gvar.name_hint,
+                    "; ".join(fails),
+                )
+                continue
+            if fails:
+                logger.debug("robust_schedule: %s -> %s after: %s", gvar.name_hint, rule, "; ".join(fails))
+            else:
+                logger.debug("robust_schedule: %s -> %s", gvar.name_hint, rule)
+            updates[gvar] = new.with_attr(_SCHEDULED_ATTR, True).with_attr(RULE_ATTR, rule)
+        if updates:
+            mod = mod.shallow_copy() if hasattr(mod, "shallow_copy") else IRModule(
+                dict(mod.functions_items()), attrs=mod.attrs
+            )
+            for gvar, func in updates.items():
+                mod[gvar] = func
+        robust_schedule.last_report = report
+        if report.rule_of:
+            logger.info("robust_schedule: %s", dict(report.counts()))
+        return mod
+
+    return _pass
+
+
+robust_schedule.last_report = ScheduleReport()
