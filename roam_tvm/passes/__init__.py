@@ -1,1 +1,7 @@
-"""roam_tvm.passes"""
+"""Relax passes: ``RoamOrder`` (operator order) and ``RoamLayout`` (one arena with offsets)."""
+from .extract import ExtractError, RelaxGraph, extract_graph
+from .records import LayoutRecord, OrderRecord, clear_records, latest_layout, latest_order
+from .roam_layout import RoamLayout
+
+__all__ = ["ExtractError", "RelaxGraph", "extract_graph", "RoamLayout", "LayoutRecord", "OrderRecord",
+           "latest_layout", "latest_order", "clear_records"]

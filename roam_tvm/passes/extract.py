@@ -105,6 +105,7 @@ class _Extractor:
         self.pending_alloc: dict[int, tuple[int, int]] = {}  # tensor -> alloc binding, not yet claimed
         self.alloc_binding: dict[int, tuple[int, int]] = {}
         self.const_tensors: dict = {}
+        self.storages: set[int] = set()
         self.param_kinds = param_kinds or {}
 
     # ----------------------------------------------------------- tensors
@@ -259,6 +260,7 @@ class _Extractor:
             self.var_tensors[var] = [t]
             self.pending_alloc[t] = where
             self.alloc_binding[t] = where
+            self.storages.add(t)
             return
         if name == "relax.memory.alloc_tensor" and self.planned:
             src = self._leaves(call.args[0])
@@ -344,7 +346,9 @@ class _Extractor:
         # Destinations that no op has defined yet are this call's outputs; the
         # rest (parameters, or views of a planned storage) are written in place.
         fresh = [t for t in written if t not in self.produced and t in self.pending_alloc]
-        inplace = [t for t in written if t not in fresh]
+        # Writes into a planned storage are uses of that storage, not updates of a
+        # value: no ordering edges are needed (the plan is already fixed).
+        inplace = [t for t in written if t not in fresh and self._root(t) not in self.storages]
         inputs = [t for t in args if t not in fresh]
         if isinstance(var.ty, relax.TensorType) and var.name != "_":
             outs = self._fresh_outputs(var, var.ty)  # a call that returns a new tensor
