@@ -2,6 +2,7 @@
 from .extract import ExtractError, RelaxGraph, extract_graph
 from .records import LayoutRecord, OrderRecord, clear_records, latest_layout, latest_order
 from .roam_layout import RoamLayout
+from .roam_order import RoamOrder
 
-__all__ = ["ExtractError", "RelaxGraph", "extract_graph", "RoamLayout", "LayoutRecord", "OrderRecord",
+__all__ = ["ExtractError", "RelaxGraph", "extract_graph", "RoamLayout", "RoamOrder", "LayoutRecord", "OrderRecord",
            "latest_layout", "latest_order", "clear_records"]

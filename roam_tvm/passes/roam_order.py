@@ -1,0 +1,125 @@
+"""RoamOrder: reorder the bindings of Relax functions to lower their peak memory.
+
+Runs on the scheduled, call_tir-level module (before dataflow lowering), or on a
+lowered module where ``StaticPlanBlockMemory`` would run. For each function:
+
+1. extract the plain graph (``extract.py``): ops, tensors, aliases, in-place
+   updates, with write-after-read edges so no reader sees an updated value;
+2. choose an order with the ordering core (``roam_tvm.order.plan_order``:
+   segments, subgraph tree, MIP per piece, weight-update scheduling);
+3. check it: a permutation that respects every dependency, and a simulated peak
+   no higher than the input order's (otherwise the function is left as it was);
+4. rewrite: emit the bindings of each block in the new order.
+
+Bindings never move across blocks. The decision is recorded
+(``roam_tvm.passes.latest_order``) for reports and for ``RoamLayout``.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+
+import tvm
+from tvm import relax
+
+from ..graph import GraphError
+from .extract import ExtractError, RelaxGraph, extract_graph
+from .records import OrderRecord, record_order
+
+
+def reorder_function(rg: RelaxGraph, order: list[int]) -> relax.Function:
+    """Return ``rg.func`` with the bindings of each block emitted in ``order``."""
+    func = rg.func
+    blocks = list(func.body.blocks)
+    per_block: list[list] = [[] for _ in blocks]
+    for op in order:
+        for bi, i in rg.op_bindings[op]:
+            per_block[bi].append(blocks[bi].bindings[i])
+    new_blocks = []
+    for block, bindings in zip(blocks, per_block):
+        if len(bindings) != len(block.bindings):
+            raise ExtractError("internal: reordering lost bindings")
+        cls = relax.DataflowBlock if isinstance(block, relax.DataflowBlock) else relax.BindingBlock
+        new_blocks.append(cls(bindings))
+    body = relax.SeqExpr(new_blocks, func.body.body)
+    return relax.Function(list(func.params), body, func.ret_ty, func.is_pure, func.attrs)
+
+
+@tvm.transform.module_pass(opt_level=0, name="RoamOrder")
+class RoamOrder:
+    """Choose the operator order of each Relax function that minimises its peak memory.
+
+    Parameters
+    ----------
+    time_limit : float
+        Seconds the MIP may spend on each piece (per process). Pieces that time
+        out keep the best order found, or a heuristic order.
+    node_budget : int
+        Maximum ops per piece of the subgraph tree (ROAM's NL, default 100).
+    delay_radius : int, optional
+        How many steps an optimizer update may be delayed past the point where
+        its gradient is ready (``None``: the ordering core's default).
+    jobs : int, optional
+        Worker processes for solving pieces (default: number of cores).
+    seed : int
+        Seed for randomised heuristics, for reproducible plans.
+    functions : list of str, optional
+        Names of the functions to reorder (default: every Relax function).
+    progress : bool
+        Show a progress bar over the pieces.
+    """
+
+    def __init__(self, time_limit: float = 10.0, node_budget: int = 100, delay_radius: int | None = None,
+                 jobs: int | None = None, seed: int = 0, functions: list[str] | None = None,
+                 progress: bool = False):
+        if time_limit <= 0:
+            raise ValueError(f"RoamOrder: time_limit must be > 0 seconds, got {time_limit}")
+        if node_budget < 2:
+            raise ValueError(f"RoamOrder: node_budget must be at least 2 ops, got {node_budget}")
+        self.options = dict(time_limit=time_limit, node_budget=node_budget, jobs=jobs, seed=seed,
+                            progress=progress)
+        if delay_radius is not None:
+            self.options["delay_radius"] = delay_radius
+        self.functions = functions
+
+    def plan(self, rg: RelaxGraph) -> tuple[list[int], OrderRecord]:
+        """Order one extracted function (plain data in, plain data out)."""
+        from ..order import plan_order
+
+        g = rg.graph
+        start = time.perf_counter()
+        result = plan_order(g, **self.options)
+        order = list(result.order)
+        g.check_order(order)  # independent check, whatever the core did
+        before, after = g.peak(), g.peak(order)
+        status = "reordered"
+        if after > before:
+            order, after, status = list(range(len(g.ops))), before, "kept program order (no gain)"
+        rec = OrderRecord(function=g.name, status=status, ops=len(g.ops), pieces=result.pieces,
+                          optimal=result.optimal, time_limited=result.time_limited, fallback=result.fallback,
+                          peak_before=before, peak_after=after, seconds=time.perf_counter() - start,
+                          summary=result.summary() if hasattr(result, "summary") else "", order=order)
+        return order, rec
+
+    def transform_module(self, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        updates = {}
+        for gv, func in mod.functions.items():
+            if not isinstance(func, relax.Function):
+                continue
+            if self.functions is not None and gv.name_hint not in self.functions:
+                continue
+            try:
+                rg = extract_graph(func, mod, gv.name_hint)
+                order, rec = self.plan(rg)
+                if order != list(range(len(rg.graph.ops))):
+                    updates[gv] = reorder_function(rg, order)
+            except (ExtractError, GraphError) as err:
+                warnings.warn(f"RoamOrder: function {gv.name_hint!r} left in program order: {err}")
+                rec = OrderRecord(function=gv.name_hint, status=f"skipped: {err}")
+            record_order(rec)
+        if not updates:
+            return mod
+        out = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+        for gv, f in updates.items():
+            out[gv] = f
+        return out

@@ -1,0 +1,125 @@
+"""The peak simulator: one source of truth for every planner's figure.
+
+Given a training module, each planner runs the same pipeline up to the point
+where memory is planned, plans it its own way, and the planned Relax function
+is read back as a storage-level graph (``extract_graph(..., planned=True)``):
+
+* every ``R.memory.alloc_storage`` is one allocation, live from its first to its
+  last use through any tensor placed in it;
+* every unplanned ``R.builtin.alloc_tensor`` (outputs) is its own allocation;
+* parameters, optimizer state and inputs are live throughout.
+
+The peak is the highest total at any step, in the function's binding order.
+The lower bounds are computed on the unplanned graph of the same step:
+``order`` (perfect packing in the program order), ``any`` (the largest single
+op) and ``cut`` (the least any topological order can do).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import tvm
+from tvm import relax
+
+from ..graph import Graph
+from ..graph.bounds import any_bound, cut_bound
+from ..passes import RoamLayout, RoamOrder, extract_graph, latest_layout, latest_order
+from ..runtime.pipeline import dataflow_lower_passes, legalize_passes, library_dispatch_passes
+
+PLANNERS = ("tvm-default", "roam-order-only", "roam-layout-only", "roam")
+# planner -> (RoamOrder before lowering?, RoamLayout instead of StaticPlanBlockMemory?)
+_PLANNER_PASSES = {
+    "tvm-default": (False, False),
+    "roam-order-only": (True, False),
+    "roam-layout-only": (False, True),
+    "roam": (True, True),
+}
+
+
+@dataclass
+class PlannerResult:
+    """One planner's figures for one function (bytes and seconds)."""
+
+    peak_bytes: int
+    order_bound_bytes: int
+    intermediate_bytes: int
+    plan_seconds: float
+    valid: bool
+    method: str = "planned"
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def planned_peak(func: relax.Function, mod: tvm.IRModule) -> tuple[int, Graph]:
+    """Peak bytes of a memory-planned function, and its storage-level graph."""
+    g = extract_graph(func, mod, planned=True).graph
+    return g.peak(), g
+
+
+def lower_bounds(g: Graph, cut: bool = True) -> dict[str, int]:
+    """The ``order``, ``any`` and ``cut`` lower bounds of an unplanned graph."""
+    out = {"order": g.peak(), "any": any_bound(g)}
+    if cut:
+        out["cut"] = cut_bound(g)
+    return out
+
+
+def param_kinds_attr(mod: tvm.IRModule, kinds: dict[str, str], func: str = "train_step") -> tvm.IRModule:
+    """Attach ``roam.param_kinds`` (parameter name -> input/param/state) for reporting."""
+    f = mod[func].with_attr("roam.param_kinds", kinds)
+    out = mod.clone()
+    out[func] = f
+    return out
+
+
+def schedule_for(mod: tvm.IRModule, target="llvm") -> tvm.IRModule:
+    """Dispatch, legalize, fuse and schedule: the module every planner starts from."""
+    target = tvm.target.Target(target) if isinstance(target, str) else target
+    with target:
+        # Memory planning does not depend on how kernels are scheduled, so planning
+        # skips the (slow) GPU scheduling; builds use the full pipeline.
+        passes = library_dispatch_passes(target) + legalize_passes(target, schedule=None)
+        return tvm.transform.Sequential(passes)(mod)
+
+
+def run_planner(scheduled: tvm.IRModule, planner: str, target="llvm", func: str = "train_step",
+                order_options: dict | None = None, layout_options: dict | None = None) -> tuple[PlannerResult, dict]:
+    """Plan ``func`` of a scheduled module (``schedule_for``) with one planner and simulate its peak.
+
+    Returns the result and a dict of extras (the unplanned and planned graphs,
+    the records the passes left) for reports and plots.
+    """
+    if planner not in _PLANNER_PASSES:
+        raise ValueError(f"unknown planner {planner!r}; choose from {', '.join(PLANNERS)}, pytorch")
+    use_order, use_layout = _PLANNER_PASSES[planner]
+    target = tvm.target.Target(target) if isinstance(target, str) else target
+    seconds = 0.0
+    with target:
+        mod = scheduled
+        if use_order:
+            start = time.perf_counter()
+            mod = RoamOrder(functions=[func], **(order_options or {}))(mod)
+            seconds += time.perf_counter() - start
+        lowered = tvm.transform.Sequential(dataflow_lower_passes(target))(mod)
+        unplanned = extract_graph(lowered[func], lowered, func).graph
+        start = time.perf_counter()
+        if use_layout:
+            planned = RoamLayout(**(layout_options or {}))(lowered)
+        else:
+            planned = relax.transform.StaticPlanBlockMemory()(lowered)
+        seconds += time.perf_counter() - start
+    peak, g = planned_peak(planned[func], planned)
+    layout_rec = latest_layout(func) if use_layout else None
+    order_rec = latest_order(func) if use_order else None
+    notes = [r.status for r in (order_rec, layout_rec) if r is not None]
+    # RoamLayout validates its offsets before emitting them; a function it had to
+    # hand back to StaticPlanBlockMemory is still a valid plan.
+    result = PlannerResult(peak_bytes=peak, order_bound_bytes=unplanned.peak(),
+                           intermediate_bytes=peak - g.always_live_bytes, plan_seconds=seconds,
+                           valid=True, note="; ".join(notes))
+    extras = {"unplanned": unplanned, "planned_graph": g, "lowered": lowered, "planned": planned,
+              "order_record": order_rec, "layout_record": layout_rec}
+    return result, extras
