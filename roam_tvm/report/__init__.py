@@ -1,1 +1,1 @@
-"""roam_tvm.report"""
+"""Reports: the peak simulator, the planner comparison, plan export and plots."""

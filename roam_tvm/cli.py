@@ -1,0 +1,182 @@
+"""``roam-tvm``: compare planners, write plans, solve layout instances.
+
+    roam-tvm compare --model resnet18 --batch 8 --json out.json
+    roam-tvm compare --model path/to/file.py:factory
+    roam-tvm plan --model mlp --out plan/
+    roam-tvm layout instance.csv --time-limit 10 --output solved.csv
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+EXIT_BAD_INPUT = 2
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True,
+                   help="a zoo model name (see `roam-tvm models`) or path/to/file.py:factory")
+    p.add_argument("--batch", type=int, default=None, help="batch size (default: the model's)")
+    p.add_argument("--seq", type=int, default=None, help="sequence length for text models")
+    p.add_argument("--image", type=int, default=None, help="image size for vision models")
+    p.add_argument("--optimizer", choices=["sgd", "momentum", "adam", "adamw"], default=None,
+                   help="optimizer (default: the model's own, e.g. Adam for gpt2-xl-paper)")
+    p.add_argument("--lr", type=float, default=None, help="learning rate (default: the model's)")
+    p.add_argument("--loss", choices=["cross_entropy", "mse"], default=None)
+    p.add_argument("--small", action="store_true", help="the model's tiny test configuration")
+    p.add_argument("--target", default="cuda", choices=["cuda", "llvm"],
+                   help="target whose lowering is planned (default cuda; nothing is executed)")
+    p.add_argument("--time-limit", type=float, default=10.0, help="solver seconds per piece")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def optimizer_from_config(cfg):
+    """The zoo's ``OptimizerConfig`` -> the frontend's optimizer (same torch.optim semantics)."""
+    from .frontend import SGD, Adam, AdamW
+
+    if cfg.kind in ("sgd", "momentum"):
+        return SGD(lr=cfg.lr, momentum=cfg.momentum if cfg.kind == "momentum" else 0.0,
+                   weight_decay=cfg.weight_decay)
+    cls = Adam if cfg.kind == "adam" else AdamW
+    return cls(lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay)
+
+
+def load_step(args):
+    """Zoo spec or user factory -> (TrainingStep, spec)."""
+    from . import zoo
+    from .frontend import from_torch
+
+    if ":" in args.model and args.model.split(":")[0].endswith(".py"):
+        spec = zoo.load_factory(args.model)
+    else:
+        meta = (zoo.MODELS[args.model].needs_meta_for_default and not args.small) if args.model in zoo.MODELS else False
+        spec = zoo.get_model(args.model, batch=args.batch, seq=args.seq, image=args.image,
+                             small=args.small, meta=meta)
+    cfg = spec.optimizer
+    if args.optimizer or args.lr:
+        from dataclasses import replace
+
+        cfg = replace(cfg, **{k: v for k, v in (("kind", args.optimizer), ("lr", args.lr)) if v})
+        spec.optimizer = cfg
+    if args.loss:
+        spec.loss = args.loss
+    if not args.quiet:
+        _log(f"importing {spec.name} {spec.config} ({cfg.kind}) ...")
+    start = time.perf_counter()
+    ts = from_torch(spec.model, spec.example_inputs, spec.targets, loss=spec.loss,
+                    optimizer=optimizer_from_config(cfg), quiet=args.quiet)
+    if not args.quiet:
+        _log(f"imported in {time.perf_counter() - start:.1f} s")
+    return ts, spec
+
+
+def cmd_compare(args) -> int:
+    from .report.compare import ALL_PLANNERS, compare_step, format_table
+
+    planners = args.planners or list(ALL_PLANNERS)
+    start = time.perf_counter()
+    ts, spec = load_step(args)
+    import_seconds = time.perf_counter() - start
+
+    def pytorch():
+        from .report.pytorch_peak import pytorch_peak
+
+        return pytorch_peak(spec)
+
+    report = compare_step(ts, planners, target=args.target, pytorch=pytorch, cut=not args.no_cut,
+                          order_options={"time_limit": args.time_limit},
+                          layout_options={"time_limit": args.time_limit},
+                          progress=not args.quiet, log=None if args.quiet else _log)
+    report = {"model": spec.name, "config": {**spec.config, "optimizer": spec.optimizer.kind,
+                                             "loss": spec.loss, "target": args.target},
+              **report, "import_seconds": import_seconds,
+              "command": "roam-tvm " + " ".join(sys.argv[1:])}
+    print(f"{spec.name} {spec.config}: {report['ops']} ops in train_step, "
+          f"{report.get('planned_ops', 0)} after fusion, always live {report.get('always_live_bytes', 0) / 2**20:,.1f} MiB")
+    print(format_table(report))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def cmd_models(_args) -> int:
+    from . import zoo
+
+    for name, info in zoo.MODELS.items():
+        print(f"{name:16s} {info.description}")
+    return 0
+
+
+def cmd_layout(argv: list[str]) -> int:
+    from .layout.cli import layout_main
+
+    return layout_main(argv)
+
+
+def cmd_plan(args) -> int:
+    from .report.plan import write_plan
+
+    ts, spec = load_step(args)
+    paths = write_plan(ts, args.out, target=args.target, time_limit=args.time_limit, progress=not args.quiet)
+    for p in paths:
+        print(f"wrote {p}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="roam-tvm", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("compare", help="peak memory of one training step under each planner")
+    _add_model_args(c)
+    c.add_argument("--planners", nargs="+", default=None,
+                   help="subset of: tvm-default pytorch roam-order-only roam-layout-only roam")
+    c.add_argument("--json", default=None, help="write the report as JSON here")
+    c.add_argument("--no-cut", action="store_true", help="skip the cut lower bound")
+    c.set_defaults(func=cmd_compare)
+    p = sub.add_parser("plan", help="write the roam plan as JSON, minimalloc CSV and a timeline PNG")
+    _add_model_args(p)
+    p.add_argument("--out", default="roam-plan", help="output folder")
+    p.set_defaults(func=cmd_plan)
+    m = sub.add_parser("models", help="list the built-in models")
+    m.set_defaults(func=cmd_models)
+    sub.add_parser("layout", help="solve a minimalloc CSV instance (see `roam-tvm layout --help`)",
+                   add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "layout":
+        return cmd_layout(argv[1:])
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:  # noqa: BLE001 - turn known bad input into one clear line
+        if _is_user_error(err):
+            print(f"roam-tvm: error: {err}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        raise
+
+
+def _is_user_error(err: Exception) -> bool:
+    from .frontend import FrontendError
+    from .graph import GraphError
+    from .passes import ExtractError
+    from .zoo import ZooError
+
+    return isinstance(err, (FrontendError, ZooError, ExtractError, GraphError, FileNotFoundError))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

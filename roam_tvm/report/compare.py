@@ -1,0 +1,166 @@
+"""Planner comparison: one training step, every planner, one simulator.
+
+``compare_step`` takes a ``TrainingStep`` and returns the JSON-able report that
+``roam-tvm compare`` prints and saves. All peaks come from
+``roam_tvm.report.simulate`` (planned by TVM or by us) or from
+``pytorch_peak`` (measured on a GPU, else simulated from PyTorch's own order).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from typing import Callable, Sequence
+
+import tvm
+from tvm import relax
+
+from ..graph.bounds import any_bound, cut_bound
+from .simulate import PLANNERS, param_kinds_attr, run_planner, schedule_for
+
+ALL_PLANNERS = ("tvm-default", "pytorch", "roam-order-only", "roam-layout-only", "roam")
+_KIND_OF = {"input": "input", "target": "input", "hyper": "input", "param": "param", "state": "state"}
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version(), "roam_tvm": _version("roam-tvm"),
+           "apache-tvm": _version("apache-tvm"), "numpy": _version("numpy"), "cvxpy": _version("cvxpy"),
+           "highspy": _version("highspy")}
+    for pkg in ("torch", "transformers"):
+        out[pkg] = _version(pkg)
+    return out
+
+
+def _version(pkg: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(pkg)
+    except PackageNotFoundError:
+        return None
+
+
+def machine() -> dict:
+    info = {"platform": platform.platform(), "processor": platform.machine(), "cpus": os.cpu_count()}
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name(0)
+    except ImportError:
+        pass
+    info.setdefault("gpu", None)
+    return info
+
+
+def count_ops(func: relax.Function) -> int:
+    """Operator calls in a Relax function (its training graph before fusion)."""
+    n = 0
+    for block in func.body.blocks:
+        for b in block.bindings:
+            if isinstance(b.value, relax.Call):
+                n += 1
+    return n
+
+
+def with_param_kinds(ts) -> tvm.IRModule:
+    """``ts.mod`` with ``roam.param_kinds`` so reports can tell parameters from state."""
+    func = ts.mod[ts.func_name]
+    kinds = {p.name: _KIND_OF.get(kind, "input") for p, (_, kind) in zip(func.params, ts.signature)}
+    return param_kinds_attr(ts.mod, kinds, ts.func_name)
+
+
+def compare_step(ts, planners: Sequence[str] = ALL_PLANNERS, target: str = "llvm",
+                 pytorch: Callable[[], dict] | None = None, cut: bool = True,
+                 order_options: dict | None = None, layout_options: dict | None = None,
+                 progress: bool = True, log: Callable[[str], None] | None = None) -> dict:
+    """Run every planner on one training step and simulate each one's peak.
+
+    Parameters
+    ----------
+    ts : TrainingStep
+        From ``roam_tvm.from_torch`` or ``from_backbone``.
+    planners : sequence of str
+        Any of ``tvm-default``, ``pytorch``, ``roam-order-only``, ``roam-layout-only``, ``roam``.
+    target : str
+        The target whose lowering is planned (alignment: 256 B on GPUs, 64 B on CPUs).
+    pytorch : callable, optional
+        Returns ``pytorch_peak``'s dict; required if ``pytorch`` is among ``planners``.
+    cut : bool
+        Compute the ``cut`` lower bound (one min-cut per candidate op).
+    """
+    from tqdm import tqdm
+
+    log = log or (lambda msg: None)
+    unknown = [p for p in planners if p not in ALL_PLANNERS]
+    if unknown:
+        raise ValueError(f"unknown planner(s) {unknown}; choose from {', '.join(ALL_PLANNERS)}")
+    func_name = ts.func_name
+    mod = with_param_kinds(ts)
+    report: dict = {"ops": count_ops(mod[func_name]), "planners": {}, "lower_bounds": {}}
+    stages = ["schedule"] + [p for p in planners if p != "pytorch"] + ["bounds"] + (
+        ["pytorch"] if "pytorch" in planners else [])
+    if "tvm-default" not in stages:
+        stages.insert(1, "tvm-default")  # the bounds are taken on its graph
+    bar = tqdm(stages, desc="compare", disable=not progress, file=sys.stderr, leave=False)
+    default_graph = None
+    for stage in bar:
+        bar.set_postfix_str(stage)
+        if stage == "schedule":
+            start = time.perf_counter()
+            scheduled = schedule_for(mod, target)
+            report["lower_seconds"] = time.perf_counter() - start
+        elif stage in PLANNERS:
+            result, extras = run_planner(scheduled, stage, target, func_name, order_options, layout_options)
+            if stage == "tvm-default":
+                default_graph = extras["unplanned"]
+            if stage in planners:
+                report["planners"][stage] = result.to_dict()
+                report.setdefault("records", {})[stage] = {
+                    k: (v.to_dict() if v is not None else None) for k, v in
+                    (("order", extras["order_record"]), ("layout", extras["layout_record"]))}
+                for k in ("order", "layout"):
+                    rec = report["records"][stage][k]
+                    if rec:  # per-tensor detail is for `roam-tvm plan`, not the summary
+                        for big in ("order", "offsets", "lifetimes", "sizes", "names"):
+                            rec.pop(big, None)
+            log(f"{stage}: peak {result.peak_bytes / 2**20:.1f} MiB")
+        elif stage == "bounds":
+            g = default_graph
+            start = time.perf_counter()
+            report["lower_bounds"] = {"order": g.peak(), "any": any_bound(g)}
+            if cut:
+                report["lower_bounds"]["cut"] = cut_bound(g)
+            report["bounds_seconds"] = time.perf_counter() - start
+            report["tensors"] = len(g.tensors)
+            report["planned_ops"] = len(g.ops)
+            report["always_live_bytes"] = g.always_live_bytes
+        elif stage == "pytorch":
+            start = time.perf_counter()
+            res = pytorch()
+            report["planners"]["pytorch"] = {
+                "peak_bytes": int(res["peak_bytes"]), "order_bound_bytes": int(res.get("order_bound_bytes", res["peak_bytes"])),
+                "intermediate_bytes": int(res.get("intermediate_bytes", 0)),
+                "plan_seconds": time.perf_counter() - start, "valid": True,
+                "method": res.get("method", "simulated"), "note": res.get("note", "")}
+    bar.close()
+    report["versions"] = versions()
+    report["machine"] = machine()
+    return report
+
+
+def format_table(report: dict) -> str:
+    """A fixed-width table: one row per planner, then the lower bounds."""
+    mib = 2**20
+    rows = [("planner", "peak MiB", "interm. MiB", "order-bound MiB", "plan s", "valid", "how")]
+    for name, r in report["planners"].items():
+        rows.append((name, f"{r['peak_bytes'] / mib:,.1f}", f"{r['intermediate_bytes'] / mib:,.1f}",
+                     f"{r['order_bound_bytes'] / mib:,.1f}", f"{r['plan_seconds']:.2f}",
+                     "yes" if r["valid"] else "NO", r.get("method", "planned")))
+    for k, v in report.get("lower_bounds", {}).items():
+        rows.append((f"bound:{k}", f"{v / mib:,.1f}", "", "", "", "", "lower bound"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
