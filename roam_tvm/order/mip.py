@@ -100,14 +100,15 @@ def solve_piece(piece: Piece, time_limit: float = 10.0, floor: int = 0,
     except Exception as e:  # noqa: BLE001 -- solver trouble must never crash planning
         warnings.warn(f"order MIP failed ({type(e).__name__}: {e}); keeping heuristic order")
         res = None
-    if res is None:
-        return PieceResult(ident, cur, "fallback", time.perf_counter() - t0)
+    el = time.perf_counter() - t0
+    if res is None:  # no incumbent: time-out before a solution, or solver error
+        return PieceResult(ident, cur, "time_limit" if el >= 0.9 * time_limit else "fallback", el)
     order, status = res
     if sorted(order) != ident or not _valid(piece, order):
-        return PieceResult(ident, cur, "fallback", time.perf_counter() - t0)
+        return PieceResult(ident, cur, "fallback", el)
     pk = piece_peak(piece, order)
     if pk > cur:
-        return PieceResult(ident, cur, "fallback", time.perf_counter() - t0)
+        return PieceResult(ident, cur, "time_limit", el)
     if pk <= floor:
         status = "optimal"
     return PieceResult(order, pk, status, time.perf_counter() - t0)
@@ -240,8 +241,10 @@ def _solve(piece: Piece, time_limit: float, floor: int, upper: int, verbose: boo
         A_e = sp.csr_matrix((eq_v, (eq_r, eq_c)), shape=(len(eq_b), max(nb, 1)))
         cons.append(A_e @ yb == np.array(eq_b))
     prob = cp.Problem(cp.Minimize(zc[pk]), cons)
-    prob.solve(solver=cp.HIGHS, verbose=verbose, time_limit=float(time_limit), threads=1,
-               mip_rel_gap=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prob.solve(solver=cp.HIGHS, verbose=verbose, time_limit=float(time_limit), threads=1,
+                   mip_rel_gap=1e-6)
     if yb.value is None:
         return None
     y = np.asarray(yb.value).ravel()
