@@ -1,0 +1,35 @@
+"""Errors raised by the frontend.
+
+Every error names what went wrong (the op, tensor or dim) and says what to do.
+They derive from :class:`FrontendError`, so callers can catch one type.
+"""
+
+from __future__ import annotations
+
+
+class FrontendError(Exception):
+    """Base class of every error the frontend raises on bad input."""
+
+
+class TraceError(FrontendError):
+    """``torch.export`` could not trace the model (with its loss)."""
+
+
+class ImportError_(FrontendError):  # noqa: N801 - avoid shadowing the builtin
+    """TVM's PyTorch importer rejected the exported program (e.g. an unsupported op)."""
+
+
+class MissingGradientError(FrontendError):
+    """A Relax op on the path from a parameter to the loss has no registered gradient."""
+
+
+class DynamicShapeError(FrontendError):
+    """A tensor has a dynamic dim without an upper bound."""
+
+
+class MetaWeightsError(FrontendError):
+    """Real values were requested from a model built on the ``meta`` device."""
+
+
+class UnsupportedError(FrontendError):
+    """A feature (optimizer option, loss, layer setting) the frontend does not support."""

@@ -1,0 +1,209 @@
+"""Gradients that TVM 0.27 lacks, registered from Python with ``register_gradient``.
+
+Importing this module registers them once (``ensure_registered``). Each one is
+checked against torch autograd by ``tests/test_frontend_gradients.py``.
+
+* ``relax.squeeze``: reshape the output gradient back to the input shape.
+* ``relax.gather_elements``: scatter-add the output gradient into zeros.
+* ``relax.strided_slice``: positive strides; interleave zeros for strides > 1,
+  then pad (or trim) to the input extent on each sliced axis.
+* ``relax.nn.gelu`` (erf form) and ``relax.nn.gelu_tanh``: closed-form derivatives.
+* ``relax.erf``, ``relax.rsqrt``, ``relax.square``, ``relax.clip``, ``relax.nn.leakyrelu``:
+  closed-form derivatives (hit by decomposed norms / activations).
+"""
+
+from __future__ import annotations
+
+import math
+
+import tvm
+from tvm import relax
+from tvm.relax import op as R
+from tvm.relax.op import register_gradient
+
+_DONE = False
+
+
+def _shape(expr):
+    return [int(s) for s in expr.ty.shape.values]
+
+
+def _dtype(expr):
+    return expr.ty.dtype
+
+
+def _const(v, dtype):
+    return relax.const(v, dtype)
+
+
+def _squeeze_grad(orig_var, orig_call, output_grad, ctx):
+    return [R.reshape(output_grad, orig_call.args[0].ty.shape)]
+
+
+def _gather_elements_grad(orig_var, orig_call, output_grad, ctx):
+    data, indices = orig_call.args
+    axis = int(orig_call.attrs.axis)
+    zeros = R.zeros(data.ty.shape, _dtype(data))
+    return [R.scatter_elements(zeros, indices, output_grad, axis=axis, reduction="add"),
+            relax.op.zeros_like(indices)]
+
+
+def _strided_slice_grad(orig_var, orig_call, output_grad, ctx):
+    x = orig_call.args[0]
+    in_shape = _shape(x)
+    out_shape = _shape(orig_var)
+    args = orig_call.args
+
+    def tup(e):
+        if e is None:
+            return None
+        if isinstance(e, relax.Tuple):
+            return [int(f.value) for f in e.fields]
+        if isinstance(e, relax.ShapeExpr):
+            return [int(v) for v in e.values]
+        if hasattr(e, "data"):
+            return [int(v) for v in e.data.numpy().tolist()]
+        raise ValueError(f"strided_slice gradient: non-constant argument {e}")
+
+    axes = tup(args[1])
+    begin = tup(args[2])
+    strides = tup(args[4]) if len(args) > 4 and args[4] is not None else [1] * len(axes)
+    g = output_grad
+    for ax, b, s in zip(axes, begin, strides):
+        ax = ax % len(in_shape)
+        n = in_shape[ax]
+        k = out_shape[ax]
+        if s <= 0:
+            raise ValueError("strided_slice gradient: only positive strides are supported")
+        b = b + n if b < 0 else b
+        b = min(max(b, 0), n)
+        if k == 0:
+            continue
+        cur = list(_shape_of(ctx, g))
+        if s > 1:
+            # (.., k, ..) -> (.., k, 1, ..) -> pad to (.., k, s, ..) -> (.., k*s, ..)
+            g = ctx.normalize(R.expand_dims(g, ax + 1))
+            pw = [0] * (2 * (len(cur) + 1))
+            pw[2 * (ax + 1) + 1] = s - 1
+            g = ctx.normalize(R.nn.pad(g, pw))
+            cur2 = cur[:ax] + [k * s] + cur[ax + 1:]
+            g = ctx.normalize(R.reshape(g, cur2))
+            cur = cur2
+        length = cur[ax]
+        after = n - b - length
+        if after < 0:
+            g = ctx.normalize(R.strided_slice(g, [ax], [0], [length + after]))
+            after = 0
+        pw = [0] * (2 * len(cur))
+        pw[2 * ax] = b
+        pw[2 * ax + 1] = after
+        if b or after:
+            g = ctx.normalize(R.nn.pad(g, pw))
+    return [g]
+
+
+def _shape_of(ctx, e):
+    e = ctx.normalize(e)
+    return [int(v) for v in e.ty.shape.values]
+
+
+_SQRT_2 = math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def _gelu_grad(orig_var, orig_call, output_grad, ctx):
+    x = orig_call.args[0]
+    dt = _dtype(x)
+    cdf = R.multiply(_const(0.5, dt), R.add(_const(1.0, dt), R.erf(R.multiply(x, _const(1 / _SQRT_2, dt)))))
+    pdf = R.multiply(_const(_INV_SQRT_2PI, dt),
+                     R.exp(R.multiply(_const(-0.5, dt), R.multiply(x, x))))
+    return [R.multiply(output_grad, R.add(cdf, R.multiply(x, pdf)))]
+
+
+def _gelu_tanh_grad(orig_var, orig_call, output_grad, ctx):
+    # y = 0.5 x (1 + tanh(u)), u = c (x + 0.044715 x^3), c = sqrt(2/pi)
+    x = orig_call.args[0]
+    dt = _dtype(x)
+    c = math.sqrt(2.0 / math.pi)
+    x2 = R.multiply(x, x)
+    u = R.multiply(_const(c, dt), R.add(x, R.multiply(_const(0.044715, dt), R.multiply(x2, x))))
+    t = ctx.normalize(R.tanh(u))
+    du = R.multiply(_const(c, dt), R.add(_const(1.0, dt), R.multiply(_const(3 * 0.044715, dt), x2)))
+    sech2 = R.subtract(_const(1.0, dt), R.multiply(t, t))
+    d = R.add(R.multiply(_const(0.5, dt), R.add(_const(1.0, dt), t)),
+              R.multiply(R.multiply(_const(0.5, dt), x), R.multiply(sech2, du)))
+    return [R.multiply(output_grad, d)]
+
+
+def _erf_grad(orig_var, orig_call, output_grad, ctx):
+    x = orig_call.args[0]
+    dt = _dtype(x)
+    return [R.multiply(output_grad, R.multiply(_const(2.0 / math.sqrt(math.pi), dt),
+                                               R.exp(R.negative(R.multiply(x, x)))))]
+
+
+def _rsqrt_grad(orig_var, orig_call, output_grad, ctx):
+    # d/dx x^-1/2 = -1/2 x^-3/2 = -0.5 * y^3
+    dt = _dtype(orig_var)
+    y = orig_var
+    return [R.multiply(output_grad, R.multiply(_const(-0.5, dt), R.multiply(y, R.multiply(y, y))))]
+
+
+def _square_grad(orig_var, orig_call, output_grad, ctx):
+    x = orig_call.args[0]
+    return [R.multiply(output_grad, R.multiply(_const(2.0, _dtype(x)), x))]
+
+
+def _clip_grad(orig_var, orig_call, output_grad, ctx):
+    x = orig_call.args[0]
+    lo, hi = orig_call.args[1], orig_call.args[2]
+    dt = _dtype(x)
+    lo_v = relax.const(float(lo.value), dt) if hasattr(lo, "value") else lo
+    hi_v = relax.const(float(hi.value), dt) if hasattr(hi, "value") else hi
+    mask = R.logical_and(R.greater_equal(x, lo_v), R.less_equal(x, hi_v))
+    return [R.where(mask, output_grad, R.zeros_like(output_grad))]
+
+
+def _leakyrelu_grad(orig_var, orig_call, output_grad, ctx):
+    x = orig_call.args[0]
+    dt = _dtype(x)
+    alpha = float(orig_call.attrs.alpha)
+    return [R.where(R.greater(x, _const(0.0, dt)), output_grad,
+                    R.multiply(output_grad, _const(alpha, dt)))]
+
+
+_GRADS = {
+    "relax.squeeze": _squeeze_grad,
+    "relax.gather_elements": _gather_elements_grad,
+    "relax.strided_slice": _strided_slice_grad,
+    "relax.nn.gelu": _gelu_grad,
+    "relax.nn.gelu_tanh": _gelu_tanh_grad,
+    "relax.erf": _erf_grad,
+    "relax.rsqrt": _rsqrt_grad,
+    "relax.square": _square_grad,
+    "relax.clip": _clip_grad,
+    "relax.nn.leakyrelu": _leakyrelu_grad,
+}
+
+
+def has_gradient(op_name: str) -> bool:
+    op = tvm.ir.Op.get(op_name)
+    try:
+        return op.get_attr("FPrimalGradient") is not None
+    except Exception:  # pragma: no cover
+        return False
+
+
+def ensure_registered() -> None:
+    """Register the missing gradients (idempotent; never overrides TVM's own)."""
+    global _DONE
+    if _DONE:
+        return
+    for name, fn in _GRADS.items():
+        try:
+            if has_gradient(name):
+                continue
+            register_gradient(name, fn)
+        except Exception:  # pragma: no cover - op missing in this TVM build
+            pass
+    _DONE = True

@@ -1,0 +1,534 @@
+"""Build a whole training step (forward, backward, optimizer) as one Relax function.
+
+``train_step`` signature (see :attr:`TrainingStep.signature`), in this order:
+
+1. ``input``  — the model's example inputs (names from ``torch.export``: ``x``, ``input_ids``, …);
+2. ``target`` — the loss targets (``target``, ``target_1``, …);
+3. ``param``  — trainable parameters, named like ``model.named_parameters()``;
+4. ``state``  — optimizer states ``<param>.<suffix>`` (per parameter, in parameter order),
+   then BatchNorm running statistics ``<module>.running_mean`` / ``.running_var`` /
+   ``.num_batches_tracked``;
+5. ``hyper``  — 0-d step-dependent scalars ``hyper.<name>`` (see ``optim.py``).
+
+It returns the loss (a 0-d tensor) and a tuple with every updated parameter and
+state. Those are *the same buffers* as the corresponding inputs: each update is an
+``R.call_tir_inplace`` call, whose outputs alias its inputs (nothing is allocated or
+copied). The tuple is returned only so that dead-code elimination keeps the
+updates (``call_tir_inplace`` is "pure" to Relax); a caller ignores it and reads
+the mutated inputs.
+
+Program order: each parameter's update is placed right after the later of
+(a) the binding that makes its gradient final and (b) the last binding that reads
+the parameter (directly or through a view: reshape, squeeze, expand_dims, flatten,
+tuple). So the gradient dies right after its update, and nothing after the update
+reads the old parameter. A pass that reorders ``train_step`` must keep that rule:
+``TrainingStep.update_deps`` lists, for each update binding, the parameter it mutates.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from . import gradients
+from .errors import DynamicShapeError, MetaWeightsError, MissingGradientError, UnsupportedError
+from .optim import Optimizer, bn_stats_kernel, counter_kernel, optimizer_kernel
+
+# Ops whose output may be a view (alias) of their input once lowered.
+_VIEW_OPS = {"relax.reshape", "relax.expand_dims", "relax.squeeze", "relax.flatten",
+             "relax.memory.view"}
+
+
+class _Progress:
+    def __init__(self, quiet: bool, total_hint: str = ""):
+        self.quiet = quiet
+        self.t0 = time.time()
+
+    def __call__(self, msg: str):
+        if not self.quiet:
+            print(f"[roam-tvm frontend {time.time() - self.t0:6.1f}s] {msg}", file=sys.stderr,
+                  flush=True)
+
+
+@dataclass
+class BNSpec:
+    """A BatchNorm layer whose running statistics are states of the step."""
+
+    name: str            # module path, e.g. "layer1.0.bn1"
+    momentum: float
+    track_count: bool = True  # whether ``num_batches_tracked`` exists
+
+
+@dataclass
+class TrainingStep:
+    """A training step in one Relax function ``train_step`` (see module docstring)."""
+
+    mod: tvm.IRModule
+    signature: list
+    optimizer: Optimizer
+    shapes: dict                       # name -> (shape tuple, dtype)
+    param_values: dict | None = None   # name -> np.ndarray (None with meta weights)
+    buffer_values: dict | None = None  # BN running stats etc.
+    update_deps: dict = field(default_factory=dict)
+    hyper_dtypes: dict = field(default_factory=dict)  # hyper var name -> (hyper key, dtype)
+    meta: bool = False
+    func_name: str = "train_step"
+
+    # ---- names ---------------------------------------------------------------------------
+    def _names(self, kind):
+        return [n for n, k in self.signature if k == kind]
+
+    @property
+    def input_names(self):
+        return self._names("input")
+
+    @property
+    def target_names(self):
+        return self._names("target")
+
+    @property
+    def param_names(self):
+        return self._names("param")
+
+    @property
+    def state_names(self):
+        return self._names("state")
+
+    @property
+    def hyper_names(self):
+        return self._names("hyper")
+
+    # ---- values --------------------------------------------------------------------------
+    def initial_values(self) -> dict:
+        """Parameters (from the model), zero optimizer states and BatchNorm statistics."""
+        if self.meta or self.param_values is None:
+            raise MetaWeightsError(
+                "initial_values(): this TrainingStep was built from a model on the 'meta' "
+                "device (or fake tensors), so it has shapes but no weights. Build it from a "
+                "model with real weights (meta=False), or fill the arrays yourself using "
+                "ts.shapes[name] = (shape, dtype).")
+        out = {}
+        for name in self.param_names:
+            out[name] = np.array(self.param_values[name], copy=True)
+        bufs = self.buffer_values or {}
+        for name in self.state_names:
+            shape, dtype = self.shapes[name]
+            if name in bufs:
+                out[name] = np.array(bufs[name], dtype=dtype, copy=True).reshape(shape)
+            else:
+                out[name] = np.zeros(shape, dtype=dtype)
+        return out
+
+    def hyper_values(self, step: int) -> dict:
+        """Per-step scalars for ``train_step``; ``step`` counts from 1 like torch's."""
+        vals = self.optimizer.hyper_values(step)
+        return {name: np.array(vals[key], dtype=dt) for name, (key, dt) in self.hyper_dtypes.items()}
+
+    # ---- running -------------------------------------------------------------------------
+    def run(self, exe_or_vm, inputs, targets, state: dict, step: int | None = None,
+            device=None) -> float:
+        """Run one step on a TVM VM; updates ``state`` (params + states) in place.
+
+        ``inputs``/``targets``: sequences (or dicts by name) of arrays. ``state`` maps names
+        to numpy arrays or ``tvm.runtime.Tensor``; numpy arrays are overwritten in place.
+        The step counter is kept in ``state["@step"]`` unless ``step`` is given.
+        """
+        dev = device or tvm.cpu()
+        vm = exe_or_vm
+        if not isinstance(vm, relax.VirtualMachine):
+            vm = relax.VirtualMachine(exe_or_vm, dev)
+        if step is None:
+            step = int(state.get("@step", 0)) + 1
+        state["@step"] = step
+        hyp = self.hyper_values(step)
+
+        def pick(vals, names):
+            if isinstance(vals, dict):
+                return [vals[n] for n in names]
+            vals = list(vals)
+            if len(vals) != len(names):
+                raise ValueError(f"expected {len(names)} arrays ({names}), got {len(vals)}")
+            return vals
+
+        ins = dict(zip(self.input_names, pick(inputs, self.input_names)))
+        tgs = dict(zip(self.target_names, pick(targets, self.target_names)))
+        args, back = [], []
+        for name, kind in self.signature:
+            if kind == "input":
+                v = ins[name]
+            elif kind == "target":
+                v = tgs[name]
+            elif kind == "hyper":
+                v = hyp[name]
+            else:
+                v = state[name]
+            if isinstance(v, tvm.runtime.Tensor):
+                args.append(v)
+                continue
+            v = np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v)
+            t = tvm.runtime.tensor(np.array(v, order="C", copy=True), dev)
+            args.append(t)
+            if kind in ("param", "state"):
+                back.append((name, t))
+        out = vm[self.func_name](*args)
+        loss = out[0] if isinstance(out, (tuple, list)) or hasattr(out, "__getitem__") else out
+        for name, t in back:
+            arr = state[name]
+            if isinstance(arr, np.ndarray) and arr.flags.writeable:
+                np.copyto(arr, t.numpy())
+            else:
+                state[name] = t.numpy()
+        return float(loss.numpy())
+
+
+# ------------------------------------------------------------------------------------------
+# helpers over Relax functions
+
+
+def _free_vars(expr) -> list:
+    return list(relax.analysis.free_vars(expr))
+
+
+def _bindings(func: relax.Function):
+    body = func.body
+    out = []
+    for block in body.blocks:
+        if not isinstance(block, relax.DataflowBlock):
+            raise UnsupportedError(
+                "train_step construction expects the forward function to be one dataflow "
+                "region; found a non-dataflow block (impure ops?)")
+        out.extend(block.bindings)
+    return out
+
+
+def _op_name(value):
+    if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
+        return value.op.name
+    return None
+
+
+def check_static_shapes(func: relax.Function):
+    """Raise DynamicShapeError for a symbolic dim with no upper bound."""
+    bounds = {}
+    if func.attrs is not None and "tir_var_upper_bound" in func.attrs:
+        bounds = {str(k): v for k, v in func.attrs["tir_var_upper_bound"].items()}
+    for p in func.params:
+        ty = p.ty
+        if isinstance(ty, relax.TensorType):
+            if ty.shape is None or not hasattr(ty.shape, "values"):
+                raise DynamicShapeError(
+                    f"input '{p.name}' has an unknown rank/shape; give every input a static "
+                    "shape (or a symbolic dim with an upper bound).")
+            for i, d in enumerate(ty.shape.values):
+                if not isinstance(d, tvm.tirx.IntImm):
+                    names = [str(v) for v in tvm.tirx.analysis.undefined_vars(d)] if hasattr(
+                        tvm.tirx, "analysis") and hasattr(tvm.tirx.analysis, "undefined_vars") else [str(d)]
+                    if not all(n in bounds for n in names):
+                        raise DynamicShapeError(
+                            f"dim {i} of input '{p.name}' is dynamic ({d}) with no upper bound. "
+                            "Export with static example shapes, or give the dim an upper bound "
+                            "(torch.export.Dim(name, max=...)), which becomes the function attr "
+                            "'tir_var_upper_bound'.")
+
+
+def check_gradients(func: relax.Function, param_vars):
+    """Raise MissingGradientError for the first op on a param->loss path with no gradient."""
+    gradients.ensure_registered()
+    dep = set(v for v in param_vars)
+    for b in _bindings(func):
+        fv = _free_vars(b.value)
+        if not any(v in dep for v in fv):
+            continue
+        dep.add(b.var)
+        name = _op_name(b.value)
+        if name is None:
+            continue
+        if tvm.ir.Op.get(name).get_attr("FPrimalGradient") is None:
+            raise MissingGradientError(
+                f"Relax op '{name}' (binding '{b.var.name}' = {str(b.value)[:160]}) has no "
+                "gradient in TVM 0.27, and it lies on a path from a parameter to the loss. "
+                f"Register one with tvm.relax.op.register_gradient('{name}', fn) before "
+                "calling the frontend (see roam_tvm/frontend/gradients.py for examples), or "
+                "change the model to avoid the op.")
+
+
+def add_bn_stat_outputs(func: relax.Function, bn_specs, count_check=True):
+    """Make the forward return ``(loss, mean_0, var_0, ...)`` for each training batch_norm.
+
+    The batch mean and the biased variance of each BatchNorm input are computed right
+    after the batch_norm binding; the step uses them to update running stats in place.
+    Returns the new function and a list of (spec, count, dtype, ndim) per BN.
+    """
+    binds = _bindings(func)
+    bns = [b for b in binds if _op_name(b.value) == "relax.nn.batch_norm"
+           and bool(b.value.attrs.training)]
+    if not bns:
+        return func, []
+    if len(bns) != len(bn_specs):
+        raise UnsupportedError(
+            f"found {len(bns)} training batch_norm ops but {len(bn_specs)} BatchNorm modules "
+            "with running stats; cannot match running statistics to ops")
+    bb = relax.BlockBuilder()
+    info = []
+    ret = func.body.body
+    with bb.function("fwd", list(func.params), attrs=_attrs_dict(func), pure=True):
+        with bb.dataflow():
+            k = 0
+            stats = []
+            for b in binds:
+                bb.emit_normalized(b)
+                if b in bns or any(b.same_as(x) for x in bns):
+                    x = b.value.args[0]
+                    axis = int(b.value.attrs.axis)
+                    ndim = x.ty.ndim
+                    axis = axis % ndim
+                    red = [i for i in range(ndim) if i != axis]
+                    shape = [int(s) for s in x.ty.shape.values]
+                    count = int(np.prod([shape[i] for i in red]))
+                    mean = bb.emit(relax.op.mean(x, axis=red))
+                    var = bb.emit(relax.op.variance(x, axis=red))
+                    stats += [mean, var]
+                    info.append((bn_specs[k], count, str(x.ty.dtype)))
+                    k += 1
+            out = bb.emit_output(relax.Tuple([ret] + stats))
+        bb.emit_func_output(out)
+    return bb.get()["fwd"], info
+
+
+def _resolve(expr, defs):
+    while isinstance(expr, relax.Var) and expr in defs and isinstance(
+            defs[expr], (relax.Var, relax.Tuple)):
+        expr = defs[expr]
+    return expr
+
+
+def build_train_step(fwd: relax.Function, *, input_names, target_names, param_names,
+                     optimizer: Optimizer, bn_specs=(), param_values=None, buffer_values=None,
+                     meta=False, quiet=True, progress=None, extra_module=None) -> TrainingStep:
+    """Core: ``fwd(inputs..., targets..., params...) -> loss`` into a ``TrainingStep``.
+
+    ``fwd``'s params must be ordered inputs, targets, params, with the given names.
+    """
+    progress = progress or _Progress(quiet)
+    gradients.ensure_registered()
+    n_in, n_tg, n_p = len(input_names), len(target_names), len(param_names)
+    if len(fwd.params) != n_in + n_tg + n_p:
+        raise ValueError(f"forward has {len(fwd.params)} params, expected {n_in}+{n_tg}+{n_p}")
+    check_static_shapes(fwd)
+
+    # rename the params after the names the caller gives
+    names = list(input_names) + list(target_names) + list(param_names)
+    new_params = [relax.Var(n, p.ty) for n, p in zip(names, fwd.params)]
+    body_f = fwd.bind_params({old: new for old, new in zip(fwd.params, new_params)})
+    fwd = relax.Function(new_params, body_f.body, body_f.ret_ty, True, fwd.attrs)
+    fwd = fwd.with_attr("global_symbol", "fwd")
+    pvars = new_params[n_in + n_tg:]
+
+    fwd, bn_info = add_bn_stat_outputs(fwd, list(bn_specs))
+    fwd = fwd.with_attr("global_symbol", "fwd")
+    mod = tvm.IRModule({"fwd": fwd})
+    mod = relax.transform.DeadCodeElimination(["fwd"])(mod)
+    mod = relax.transform.DecomposeOpsForTraining()(mod)
+    fwd = mod["fwd"]
+    pvars = list(fwd.params[n_in + n_tg:])
+    check_gradients(fwd, pvars)
+    progress(f"gradient of {len(_bindings(fwd))} bindings w.r.t. {len(pvars)} params")
+    try:
+        mod = relax.transform.Gradient("fwd", require_grads=pvars, target_index=0)(mod)
+    except Exception as e:  # noqa: BLE001  # pragma: no cover - pre-check catches most
+        m = re.search(r"relax\.[\w.]+", str(e))
+        op = m.group(0) if m else "<unknown>"
+        raise MissingGradientError(
+            f"relax.transform.Gradient failed at op '{op}': {str(e).splitlines()[-1][:300]}. "
+            f"If the op has no gradient, register one with "
+            f"tvm.relax.op.register_gradient('{op}', fn).") from None
+    adj = mod["fwd_adjoint"]
+    progress("placing optimizer updates")
+    return _assemble(adj, n_in=n_in, n_tg=n_tg, input_names=input_names,
+                     target_names=target_names, param_names=param_names, optimizer=optimizer,
+                     bn_info=bn_info, param_values=param_values, buffer_values=buffer_values,
+                     meta=meta, extra_module=extra_module)
+
+
+def _assemble(adj, *, n_in, n_tg, input_names, target_names, param_names, optimizer, bn_info,
+              param_values, buffer_values, meta, extra_module):
+    binds = _bindings(adj)
+    defs = {b.var: b.value for b in binds}
+    pos = {b.var: i for i, b in enumerate(binds)}
+    ret = _resolve(adj.body.body, defs)
+    if not isinstance(ret, relax.Tuple) or len(ret.fields) != 2:
+        raise RuntimeError(f"unexpected adjoint return {ret}")
+    fwd_out = _resolve(ret.fields[0], defs)
+    grads = _resolve(ret.fields[1], defs)
+    if isinstance(fwd_out, relax.Tuple):
+        loss = fwd_out.fields[0]
+        stats = list(fwd_out.fields[1:])
+    else:
+        loss, stats = fwd_out, []
+    grads = list(grads.fields)
+    pvars = list(adj.params[n_in + n_tg:])
+    assert len(grads) == len(pvars)
+
+    # alias closure: bindings that (may) read each param's memory
+    alias_of = {p: p for p in pvars}
+    last_read = {p: -1 for p in pvars}
+    for i, b in enumerate(binds):
+        v = b.value
+        roots = set()
+        for fv in _free_vars(v):
+            if fv in alias_of:
+                roots.add(alias_of[fv])
+        for r in roots:
+            last_read[r] = i
+        if roots and (isinstance(v, (relax.Var, relax.Tuple, relax.TupleGetItem))
+                      or _op_name(v) in _VIEW_OPS) and len(roots) == 1:
+            alias_of[b.var] = next(iter(roots))
+    # skip the bindings that only pack the adjoint's return tuple
+    ret_pack = set()
+    for e in (adj.body.body, ret.fields[0], ret.fields[1]):
+        if isinstance(e, relax.Var) and e in defs and isinstance(defs[e], relax.Tuple):
+            ret_pack.add(e)
+
+    sig = [(n, "input") for n in input_names] + [(n, "target") for n in target_names]
+    sig += [(n, "param") for n in param_names]
+    shapes = {}
+    for n, p in zip(list(input_names) + list(target_names) + list(param_names), adj.params):
+        shapes[n] = (tuple(int(s) for s in p.ty.shape.values), str(p.ty.dtype))
+
+    # states
+    state_vars = {}
+    opt_states = []
+    for n, p in zip(param_names, pvars):
+        sv = []
+        for suf in optimizer.state_suffixes:
+            sn = f"{n}.{suf}"
+            v = relax.Var(sn, p.ty)
+            state_vars[sn] = v
+            sv.append(v)
+            shapes[sn] = shapes[n]
+            opt_states.append(sn)
+        state_vars[n] = sv
+    bn_states = []
+    for j, (spec, count, dtype) in enumerate(bn_info):
+        st_shape = tuple(int(s) for s in stats[2 * j].ty.shape.values)
+        for suf in ("running_mean", "running_var"):
+            sn = f"{spec.name}.{suf}"
+            bn_states.append(sn)
+            shapes[sn] = (st_shape, dtype)
+        if spec.track_count:
+            sn = f"{spec.name}.num_batches_tracked"
+            bn_states.append(sn)
+            shapes[sn] = ((), "int64")
+    for sn in bn_states:
+        shp, dt = shapes[sn]
+        state_vars[sn] = relax.Var(sn, relax.TensorType(shp, dt))
+    sig += [(n, "state") for n in opt_states + bn_states]
+
+    # hypers, per param dtype
+    dtypes = sorted({str(p.ty.dtype) for p in pvars})
+    hyper_vars, hyper_dtypes = {}, {}
+    for dt in dtypes:
+        for h in optimizer.hyper_names:
+            hn = f"hyper.{h}" if len(dtypes) == 1 else f"hyper.{h}.{dt}"
+            hyper_vars[(h, dt)] = relax.Var(hn, relax.TensorType((), dt))
+            hyper_dtypes[hn] = (h, dt)
+    sig += [(n, "hyper") for n in hyper_dtypes]
+
+    # where each update goes
+    updates_at: dict[int, list] = {}
+    for k, (p, g) in enumerate(zip(pvars, grads)):
+        gpos = pos.get(g, -1) if isinstance(g, relax.Var) else -1
+        at = max(gpos, last_read[p])
+        updates_at.setdefault(at, []).append(("param", k))
+    for j, (spec, count, dtype) in enumerate(bn_info):
+        m, v = stats[2 * j], stats[2 * j + 1]
+        at = max(pos.get(m, -1), pos.get(v, -1))
+        updates_at.setdefault(at, []).append(("bn", j))
+
+    bb = relax.BlockBuilder()
+    if extra_module is not None:
+        for gv, f in extra_module.functions.items():
+            bb.add_func(f, gv.name_hint if hasattr(gv, "name_hint") else gv.name)
+    kernels = {}
+
+    def kernel(name, prim):
+        if name not in kernels:
+            kernels[name] = bb.add_func(prim, name)
+        return kernels[name]
+
+    all_params = list(adj.params[: n_in + n_tg]) + pvars
+    all_params += [state_vars[n] for n in opt_states + bn_states]
+    all_params += list(hyper_vars.values())
+    updated = []
+    update_deps = {}
+    with bb.function("train_step", all_params, pure=True,
+                     attrs={"num_input": n_in + n_tg}):
+        with bb.dataflow():
+
+            def emit_updates(at):
+                for kind, k in updates_at.get(at, []):
+                    if kind == "param":
+                        p, g, n = pvars[k], grads[k], param_names[k]
+                        dt, nd = str(p.ty.dtype), p.ty.ndim
+                        fname, prim = optimizer_kernel(optimizer, nd, dt)
+                        gv = kernel(fname, prim)
+                        if not isinstance(g, relax.Var):
+                            g = bb.emit(g)
+                        sts = state_vars[n]
+                        hyp = [hyper_vars[(h, dt)] for h in optimizer.hyper_names]
+                        idx = [0] + [2 + i for i in range(len(sts))]
+                        out_ty = [p.ty] + [s.ty for s in sts]
+                        call = relax.op.call_tir_inplace(gv, [p, g] + sts + hyp, idx,
+                                                         out_ty if len(out_ty) > 1 else out_ty[0])
+                        o = bb.emit(call, name_hint=f"upd_{_ident(n)}")
+                        update_deps[o.name] = n
+                        updated.append(o)
+                    else:
+                        spec, count, dtype = bn_info[k]
+                        m, v = stats[2 * k], stats[2 * k + 1]
+                        rm = state_vars[f"{spec.name}.running_mean"]
+                        rv = state_vars[f"{spec.name}.running_var"]
+                        fname, prim = bn_stats_kernel(spec.momentum, count, rm.ty.ndim, dtype)
+                        gv = kernel(fname, prim)
+                        o = bb.emit(relax.op.call_tir_inplace(gv, [rm, rv, m, v], [0, 1],
+                                                              [rm.ty, rv.ty]),
+                                    name_hint=f"upd_{_ident(spec.name)}_stats")
+                        updated.append(o)
+                        update_deps[o.name] = spec.name
+                        if spec.track_count:
+                            c = state_vars[f"{spec.name}.num_batches_tracked"]
+                            fname, prim = counter_kernel("int64")
+                            gv = kernel(fname, prim)
+                            o = bb.emit(relax.op.call_tir_inplace(gv, [c], [0], c.ty),
+                                        name_hint=f"upd_{_ident(spec.name)}_count")
+                            updated.append(o)
+
+            emit_updates(-1)
+            for i, b in enumerate(binds):
+                if b.var not in ret_pack:
+                    bb.emit_normalized(b)
+                emit_updates(i)
+            out = bb.emit_output(relax.Tuple([loss, relax.Tuple(updated)]))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    buffer_values = dict(buffer_values or {})
+    return TrainingStep(mod=mod, signature=sig, optimizer=optimizer, shapes=shapes,
+                        param_values=None if meta else param_values,
+                        buffer_values=buffer_values, update_deps=update_deps,
+                        hyper_dtypes=hyper_dtypes, meta=meta)
+
+
+def _ident(name: str) -> str:
+    return re.sub(r"\W", "_", name)
+
+
+def _attrs_dict(func) -> dict:
+    if func.attrs is None:
+        return {}
+    return {str(k): v for k, v in func.attrs.items()}
