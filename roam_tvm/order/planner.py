@@ -87,13 +87,13 @@ class OrderResult:
 
 
 def _solve_one(args: tuple[Piece, float, int]) -> tuple[list[int], int, str]:
-    """Worker: DP when the piece is small/narrow enough, else the MIP."""
+    """Worker: exact DP within ``time_limit``; if it gives up, the MIP within ``time_limit``."""
     piece, time_limit, floor = args
     cur = piece_peak(piece)
     if cur <= floor:
         return list(range(piece.size)), cur, "optimal"
     try:
-        got = dp_order(piece, upper=cur, max_states=200_000, time_limit=min(time_limit, 5.0))
+        got = dp_order(piece, upper=cur, max_states=2_000_000, time_limit=time_limit)
     except Exception:  # noqa: BLE001
         got = None
     if got is not None:

@@ -1,0 +1,87 @@
+"""Lower bounds: brute force on small random graphs."""
+from __future__ import annotations
+
+import pytest
+
+from roam_tvm.graph.bounds import any_bound, cut_bound, cut_profile, order_bound
+from roam_tvm.graph.model import GraphBuilder
+from roam_tvm.graph.random import random_dag, random_training_graph
+
+
+def all_orders(g):
+    n = len(g.ops)
+    preds = [set(p) for p in g.predecessors]
+    out = []
+
+    def rec(order, done):
+        if len(order) == n:
+            out.append(list(order))
+            return
+        for v in range(n):
+            if v not in done and preds[v] <= done:
+                order.append(v)
+                done.add(v)
+                rec(order, done)
+                order.pop()
+                done.remove(v)
+
+    rec([], set())
+    return out
+
+
+def small_graphs(count):
+    for seed in range(count):
+        if seed % 2:
+            yield random_dag(6 + seed % 3, seed, output_prob=0.2)
+        else:
+            yield random_training_graph(9, seed, program="random")
+
+
+def test_bounds_sandwich_brute_force():
+    tight = total = 0
+    for g in small_graphs(120):
+        if len(g.ops) > 10:
+            continue
+        opt = min(g.peak(o) for o in all_orders(g))
+        a, c, o = any_bound(g), cut_bound(g), order_bound(g)
+        assert a <= c <= opt <= o
+        full = cut_profile(g, full=True)
+        assert full.bound == c
+        total += 1
+        tight += c == opt
+    assert total > 80
+    assert tight >= 0.7 * total
+
+
+def test_cut_profile_per_op_below_realised_live():
+    g = random_training_graph(200, 3, program="updates_last")
+    prof = cut_profile(g, full=True)
+    live = g.live_profile()
+    assert len(prof.cut) == len(g.ops)
+    for j, v in prof.cut.items():
+        assert v <= live[j]
+    assert prof.bound == max(prof.cut.values())
+
+
+def test_inplace_and_views():
+    b = GraphBuilder("t")
+    w = b.tensor(100, kind="param")
+    x = b.tensor(10, kind="input")
+    (a,) = b.op([x, w], [50])
+    (g_,) = b.op([a], [100])
+    b.op([w, g_], [], kind="update", inplace=[w], workspace=200)
+    (out,) = b.op([a], [1])
+    b.tensors[out].is_output = True
+    g = b.build()
+    opt = min(g.peak(o) for o in all_orders(g))
+    assert any_bound(g) <= cut_bound(g) <= opt
+
+
+def test_cut_bound_fast_on_large_graph():
+    g = random_training_graph(2500, 1, program="updates_last")
+    assert cut_bound(g) <= g.peak()
+
+
+def test_empty_graph():
+    g = GraphBuilder("e").build()
+    assert cut_bound(g) == any_bound(g) == 0
