@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -130,7 +131,7 @@ def cuda_source(exe_or_mod, target=None) -> str:
     sources = []
     for m in _modules(rt_mod):
         if m.kind == "cuda":
-            src = _inspect(m, "cu")
+            src = _inspect(m, "cuda") or _inspect(m, "cu") or _inspect(m, "")
             if src:
                 sources.append(src)
     if not sources:
@@ -147,9 +148,11 @@ def _inspect(m, fmt: str) -> str:
         if fn is None:
             continue
         try:
-            return fn(fmt)
+            src = fn(fmt)
         except Exception:  # pylint: disable=broad-except
             continue
+        if src and "__global__" in src:
+            return src
     return ""
 
 
@@ -161,6 +164,14 @@ def nvcc_path() -> str | None:
             if os.path.isfile(cand) and os.access(cand, os.X_OK):
                 return cand
     return shutil.which("nvcc")
+
+
+_KERNEL_RE = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\(\s*\d+\s*\)\s+)?(\w+)\s*\(")
+
+
+def kernel_names(src: str) -> list[str]:
+    """Names of the __global__ kernels in CUDA source (declarations and definitions merged)."""
+    return sorted(set(_KERNEL_RE.findall(src)))
 
 
 @dataclass
@@ -206,5 +217,5 @@ def compile_cuda_kernels(
     finally:
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
-    kernels = src.count('extern "C" __global__')
+    kernels = len(kernel_names(src))
     return NvccResult(cubin=cubin, kernels=kernels, source_bytes=len(src), seconds=secs, command=cmd)

@@ -106,6 +106,13 @@ def check_lowers(func: tirx.PrimFunc, target: tvm.target.Target, codegen: bool =
         with tvm.transform.PassContext(opt_level=3):
             mod = pipe(mod)
             _host_mod, dev_mods = tir_build.split_host_device_mods(mod)
+            if "gpu" in target.keys and _touches_buffers(func):
+                kernels = sum(len(dm.functions) for dm in dev_mods.values() if dm is not None)
+                if kernels == 0:
+                    # TVM 0.27 silently compiles a PrimFunc without thread bindings as a
+                    # *host* function (VerifyMemory does not stop it): it would read
+                    # device pointers on the CPU at run time.
+                    raise ValueError("no GPU kernel generated (loops not bound to threads)")
             for dev_target, dev_mod in dev_mods.items():
                 dev_mod = fin_dev()(dev_mod)
                 if codegen:
@@ -113,6 +120,10 @@ def check_lowers(func: tirx.PrimFunc, target: tvm.target.Target, codegen: bool =
     except Exception as err:  # pylint: disable=broad-except
         return f"{type(err).__name__}: {_short(err)}"
     return None
+
+
+def _touches_buffers(func: tirx.PrimFunc) -> bool:
+    return len(func.params) > 0
 
 
 def _codegen_source_only(dev_mod: IRModule, dev_target: tvm.target.Target) -> None:
@@ -214,32 +225,22 @@ def _inline_all(sch) -> None:
 
 def _loop_kinds(sch, block, loops) -> list[str]:
     """'S' for loops that only feed spatial iter vars, 'R' if any reduction var, 'O' other."""
-    realize = sch.get(block)
-    blk = realize
-    # map loop var -> kind, via the block's iter_var bindings
-    try:
-        br = sch.get_sref(block).stmt  # SBlock
-    except Exception:  # pylint: disable=broad-except
-        br = blk
-    # find the SBlockRealize to read bindings
-    binding_of = {}
     realize_node = _find_realize(sch, block)
+    bindings = []
     if realize_node is not None:
-        for iv, val in zip(realize_node.block.iter_vars, realize_node.iter_values):
-            binding_of[iv] = val
+        bindings = list(zip(realize_node.block.iter_vars, realize_node.iter_values))
     kinds = []
     for lp in loops:
         var = sch.get(lp).loop_var
         kind = "S"
-        for iv, val in binding_of.items():
+        for iv, val in bindings:
             if _uses_var(val, var):
-                if iv.iter_type == tirx.IterVar.CommReduce:
+                if int(iv.iter_type) == int(tirx.IterVar.CommReduce):
                     kind = "R"
                     break
-                if iv.iter_type != tirx.IterVar.DataPar:
+                if int(iv.iter_type) != int(tirx.IterVar.DataPar):
                     kind = "O"
         kinds.append(kind)
-    del br
     return kinds
 
 
@@ -251,7 +252,7 @@ def _find_realize(sch, block):
         if node.block.same_as(target):
             found.append(node)
 
-    tvm_ffi.structural_walk(sch.mod["main"].body, [(tirx.SBlockRealize, visit)])
+    tvm_ffi.structural_walk(sch.mod["main"].body, [(s_tir.SBlockRealize, visit)])
     return found[0] if found else None
 
 
