@@ -244,16 +244,18 @@ def simulate_eager_step(spec, foreach: bool = False) -> Dict[str, Any]:
         if key in grad_keys:
             grad_delta[start] += size
             grad_delta[last[key] + 1] -= size
+    fwd_end, bwd_end = marks.get("backward", n), marks.get("optimizer", n)
     live = base
     live_grads = 0
     peak, peak_at, grads_at_peak = base, -1, 0
+    phase_peaks = {"forward": base, "backward": base, "optimizer": base}
     for i in range(n):
         live += delta[i]
         live_grads += grad_delta[i]
+        ph = "forward" if i < fwd_end else "backward" if i < bwd_end else "optimizer"
+        phase_peaks[ph] = max(phase_peaks[ph], live)
         if live > peak:
             peak, peak_at, grads_at_peak = live, i, live_grads
-
-    fwd_end, bwd_end = marks.get("backward", n), marks.get("optimizer", n)
     phase = ("none" if peak_at < 0 else "forward" if peak_at < fwd_end else
              "backward" if peak_at < bwd_end else "optimizer")
     detail = {
@@ -268,6 +270,7 @@ def simulate_eager_step(spec, foreach: bool = False) -> Dict[str, Any]:
         "peak_op": rec.ops[peak_at] if peak_at >= 0 else None,
         "peak_index": peak_at,
         "peak_phase": phase,
+        "phase_peaks_bytes": phase_peaks,
         "num_ops": n,
         "num_forward_ops": fwd_end,
         "num_backward_ops": bwd_end - fwd_end,
