@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import tvm
+import tvm.sym  # the arithmetic analyzer (tvm.arith in older TVM)
 from tvm import relax, tirx
 
 from ..graph import Graph, Op, Tensor
@@ -54,7 +55,7 @@ def dtype_bytes(dtype: str) -> float:
 def _dim_value(dim, upper_bounds: dict[str, int], where: str) -> int:
     if isinstance(dim, (int, tirx.IntImm)):
         return int(dim)
-    ana = tvm.arith.Analyzer()
+    ana = tvm.sym.Analyzer()
     for v in tirx.analysis.undefined_vars(dim):
         if v.name in upper_bounds:
             ana.bind(v, tvm.ir.Range(0, upper_bounds[v.name] + 1))
