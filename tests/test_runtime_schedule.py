@@ -120,3 +120,47 @@ def test_cuda_build_export_and_nvcc(cnn, target, tmp_path):
     res = compile_cuda_kernels(exe, arch="sm_90a")
     assert res.cubin[:4] == b"\x7fELF"
     assert res.kernels == len(names)
+
+
+def test_inplace_update_gets_thread_binding(target):
+    """R.call_tir_inplace optimizer kernels: every dlight rule and the checked fallback
+    fail (the block reads its own output); the in-place fallback must schedule them."""
+    frontend = pytest.importorskip("roam_tvm.frontend")
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    net = torch.nn.Linear(8, 4)
+    ts = frontend.from_torch(net, (torch.randn(2, 8),), (torch.randn(2, 4),), loss="mse",
+                             optimizer=frontend.SGD(lr=0.1))
+    with target:
+        legal = tvm.transform.Sequential(rp.legalize_passes(target, schedule=None))(ts.mod)
+        robust_schedule(target)(legal)
+    report = robust_schedule.last_report
+    assert "none" not in report.rule_of.values(), report.failures
+    updates = [n for n in report.rule_of if "update" in n]
+    assert updates and all(report.rule_of[n] == "simple-inplace" for n in updates), report.rule_of
+
+
+@pytest.mark.slow
+def test_frontend_train_step_roam_cuda_nvcc(target):
+    """Full roam pipeline (RoamOrder + RoamLayout) for CUDA on a frontend train_step, nvcc."""
+    frontend = pytest.importorskip("roam_tvm.frontend")
+    torch = pytest.importorskip("torch")
+    if nvcc_path() is None:
+        pytest.skip("nvcc not found")
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c = torch.nn.Conv2d(3, 8, 3, padding=1)
+            self.l = torch.nn.Linear(8 * 4 * 4, 10)
+
+        def forward(self, x):
+            return self.l(torch.nn.functional.max_pool2d(torch.relu(self.c(x)), 2).flatten(1))
+
+    torch.manual_seed(0)
+    ts = frontend.from_torch(Net(), (torch.randn(4, 3, 8, 8),), (torch.randint(0, 10, (4,)),),
+                             loss="cross_entropy", optimizer=frontend.SGD(lr=0.1))
+    exe = build(ts.mod, target, order=True, layout=True)
+    assert "none" not in robust_schedule.last_report.rule_of.values()
+    res = compile_cuda_kernels(exe)
+    assert res.kernels >= len(robust_schedule.last_report.rule_of)

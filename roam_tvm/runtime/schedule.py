@@ -152,7 +152,7 @@ def _short(err: Exception, limit: int = 300) -> str:
 
 # --------------------------------------------------------------------------- fallback
 def simple_gpu_schedule(
-    func: tirx.PrimFunc, target: tvm.target.Target, inline: bool = True
+    func: tirx.PrimFunc, target: tvm.target.Target, inline: bool = True, checked: bool = True
 ) -> tirx.PrimFunc:
     """Plain thread binding: one thread per spatial output point, reductions serial.
 
@@ -166,7 +166,7 @@ def simple_gpu_schedule(
 
     max_threads = int(dl_base.max_threads_per_block(target))
     threads = min(256, max_threads)
-    sch = s_tir.Schedule(func)
+    sch = s_tir.Schedule(func) if checked else s_tir.Schedule(func, enable_check=False)
     if inline:
         _inline_all(sch)
     root = sch.get_sblock("root") if _has_root(sch) else None
@@ -196,6 +196,31 @@ def simple_gpu_schedule(
             except Exception:  # pylint: disable=broad-except
                 pass
     return sch.mod["main"]
+
+
+def _inplace_elementwise(func: tirx.PrimFunc) -> bool:
+    """True if some block reads a buffer it writes, always at exactly the written region
+    (and no block has a reduction init): per-element in-place updates."""
+    blocks = []
+    tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, blocks.append)])
+    inplace = False
+    for blk in blocks:
+        if blk.name_hint == "root":
+            continue
+        if blk.init is not None:
+            return False
+        for wr in blk.writes:
+            for rd in blk.reads:
+                if _region_buffer(rd).same_as(_region_buffer(wr)):
+                    if not tvm_ffi.structural_equal(rd.region, wr.region):
+                        return False
+                    inplace = True
+    return inplace
+
+
+def _region_buffer(region):
+    buf = getattr(region, "buffer", None)
+    return buf if buf is not None else region.source
 
 
 def _has_root(sch) -> bool:
@@ -317,9 +342,17 @@ def schedule_func(
                 failures.append(f"{rule_name}: does not lower: {err}")
                 continue
         return new, rule_name
-    for rule_name, inline in (("simple", True), ("simple-noinline", False)):
+    variants = [("simple", True, True), ("simple-noinline", False, True)]
+    try:
+        inplace = _inplace_elementwise(func)
+    except Exception as err:  # pylint: disable=broad-except
+        failures.append(f"inplace check raised {type(err).__name__}: {_short(err)}")
+        inplace = False
+    if inplace:
+        variants.append(("simple-inplace", False, False))
+    for rule_name, inline, checked in variants:
         try:
-            new = simple_gpu_schedule(func, target, inline=inline)
+            new = simple_gpu_schedule(func, target, inline=inline, checked=checked)
         except Exception as err:  # pylint: disable=broad-except
             failures.append(f"{rule_name}: raised {type(err).__name__}: {_short(err)}")
             continue
@@ -355,10 +388,14 @@ def robust_schedule(target=None, rules=None, verify: bool = True) -> tvm.transfo
             if ftarget is None or not is_gpu_target(ftarget):
                 continue
             fails: list[str] = []
-            with ftarget:
-                new, rule = schedule_func(
-                    func, ftarget, rules=rules, verify=verify, name=gvar.name_hint, failures=fails
-                )
+            try:
+                with ftarget:
+                    new, rule = schedule_func(
+                        func, ftarget, rules=rules, verify=verify, name=gvar.name_hint, failures=fails
+                    )
+            except Exception as err:  # pylint: disable=broad-except  (never raise)
+                fails.append(f"schedule_func raised {type(err).__name__}: {_short(err)}")
+                new, rule = func, "none"
             report.rule_of[gvar.name_hint] = rule
             if fails:
                 report.failures[gvar.name_hint] = fails
