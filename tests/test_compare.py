@@ -1,0 +1,77 @@
+"""`roam-tvm compare`: one simulator for every planner, consistent figures, clear errors."""
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from roam_tvm.cli import main
+
+
+def run_cli(*args, expect=0):
+    proc = subprocess.run([sys.executable, "-m", "roam_tvm.cli", *args], capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == expect, proc.stdout + proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def mlp_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cmp") / "mlp.json"
+    run_cli("compare", "--model", "mlp", "--small", "--target", "llvm", "--quiet", "--time-limit", "2",
+            "--json", str(out))
+    return json.loads(out.read_text())
+
+
+def test_report_schema(mlp_report):
+    for key in ("model", "config", "ops", "tensors", "lower_bounds", "planners", "versions", "machine"):
+        assert key in mlp_report
+    assert set(mlp_report["lower_bounds"]) == {"order", "any", "cut"}
+    for name in ("tvm-default", "pytorch", "roam-order-only", "roam-layout-only", "roam"):
+        p = mlp_report["planners"][name]
+        assert set(p) >= {"peak_bytes", "order_bound_bytes", "intermediate_bytes", "plan_seconds", "valid"}
+        assert p["valid"]
+
+
+def test_figures_hold_together(mlp_report):
+    lb = mlp_report["lower_bounds"]
+    planners = mlp_report["planners"]
+    default = planners["tvm-default"]
+    assert lb["any"] <= lb["cut"] <= lb["order"] <= default["peak_bytes"]
+    assert default["order_bound_bytes"] == lb["order"]
+    for name in ("roam", "roam-order-only", "roam-layout-only"):
+        assert lb["cut"] <= planners[name]["order_bound_bytes"] <= planners[name]["peak_bytes"]
+        assert planners[name]["peak_bytes"] <= default["peak_bytes"]
+    assert planners["pytorch"]["method"] in ("simulated", "measured")
+
+
+def test_user_factory(tmp_path):
+    f = tmp_path / "mymodel.py"
+    f.write_text(textwrap.dedent("""
+        import torch
+        def factory():
+            torch.manual_seed(0)
+            m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+            return m, (torch.randn(2, 8),), (torch.randint(0, 4, (2,)),)
+    """))
+    proc = run_cli("compare", "--model", f"{f}:factory", "--target", "llvm", "--quiet",
+                   "--planners", "tvm-default", "roam")
+    assert "roam" in proc.stdout and "bound:cut" in proc.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["compare", "--model", "no-such-model"], "unknown model"),
+    (["compare", "--model", "/nonexistent/file.py:factory"], "file.py"),
+])
+def test_bad_input_is_one_clear_line(args, message):
+    proc = run_cli(*args, expect=2)
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_unknown_planner_is_rejected(capsys):
+    with pytest.raises(SystemExit) if False else pytest.raises(ValueError, match="unknown planner"):
+        from roam_tvm.report.compare import compare_step
+
+        compare_step(None, planners=["nope"])
