@@ -250,3 +250,26 @@ def hyper_array(value: float, dtype: str) -> np.ndarray:
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "optimizer_kernel", "bn_stats_kernel",
            "counter_kernel", "hyper_array", "field"]
+
+
+def as_optimizer(opt) -> Optimizer:
+    """Accept our optimizers, or any config with ``kind`` in sgd|momentum|adam|adamw
+    (e.g. the zoo's ``OptimizerConfig``) and ``lr``/``momentum``/``betas``/``eps``/
+    ``weight_decay`` attributes."""
+    if isinstance(opt, Optimizer):
+        return opt
+    kind = getattr(opt, "kind", None)
+    if kind is None:
+        raise UnsupportedError(f"unknown optimizer {opt!r}: use SGD, Adam or AdamW from "
+                               "roam_tvm.frontend")
+    wd = float(getattr(opt, "weight_decay", 0.0))
+    lr = float(opt.lr)
+    if kind == "sgd":
+        return SGD(lr=lr, momentum=float(getattr(opt, "momentum", 0.0) or 0.0), weight_decay=wd)
+    if kind == "momentum":
+        return SGD(lr=lr, momentum=float(getattr(opt, "momentum", 0.9) or 0.9), weight_decay=wd)
+    if kind in ("adam", "adamw"):
+        cls = Adam if kind == "adam" else AdamW
+        return cls(lr=lr, betas=tuple(float(b) for b in opt.betas), eps=float(opt.eps),
+                   weight_decay=wd)
+    raise UnsupportedError(f"unknown optimizer kind {kind!r} (valid: sgd, momentum, adam, adamw)")

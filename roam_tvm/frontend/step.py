@@ -296,8 +296,9 @@ def add_bn_stat_outputs(func: relax.Function, bn_specs, count_check=True):
                     stats += [mean, var]
                     info.append((bn_specs[k], count, str(x.ty.dtype)))
                     k += 1
-            out = bb.emit_output(relax.Tuple([ret] + stats))
-        bb.emit_func_output(out)
+            outs = [bb.emit_output(e) for e in [ret] + stats]
+        # Gradient's target_index needs a Tuple *expression* as the return value
+        bb.emit_func_output(relax.Tuple(outs))
     return bb.get()["fwd"], info
 
 
@@ -457,10 +458,12 @@ def _assemble(adj, *, n_in, n_tg, input_names, target_names, param_names, optimi
             bb.add_func(f, gv.name_hint if hasattr(gv, "name_hint") else gv.name)
     kernels = {}
 
-    def kernel(name, prim):
-        if name not in kernels:
-            kernels[name] = bb.add_func(prim, name)
-        return kernels[name]
+    def kernel(key, make):
+        # kernels are parsed from TVMScript: build each (optimizer, rank, dtype) once
+        if key not in kernels:
+            fname, prim = make()
+            kernels[key] = bb.add_func(prim, fname)
+        return kernels[key]
 
     all_params = list(adj.params[: n_in + n_tg]) + pvars
     all_params += [state_vars[n] for n in opt_states + bn_states]
@@ -476,8 +479,8 @@ def _assemble(adj, *, n_in, n_tg, input_names, target_names, param_names, optimi
                     if kind == "param":
                         p, g, n = pvars[k], grads[k], param_names[k]
                         dt, nd = str(p.ty.dtype), p.ty.ndim
-                        fname, prim = optimizer_kernel(optimizer, nd, dt)
-                        gv = kernel(fname, prim)
+                        gv = kernel(("opt", nd, dt),
+                                    lambda: optimizer_kernel(optimizer, nd, dt))
                         if not isinstance(g, relax.Var):
                             g = bb.emit(g)
                         sts = state_vars[n]
@@ -494,8 +497,9 @@ def _assemble(adj, *, n_in, n_tg, input_names, target_names, param_names, optimi
                         m, v = stats[2 * k], stats[2 * k + 1]
                         rm = state_vars[f"{spec.name}.running_mean"]
                         rv = state_vars[f"{spec.name}.running_var"]
-                        fname, prim = bn_stats_kernel(spec.momentum, count, rm.ty.ndim, dtype)
-                        gv = kernel(fname, prim)
+                        gv = kernel(("bn", spec.momentum, count, rm.ty.ndim, dtype),
+                                    lambda: bn_stats_kernel(spec.momentum, count, rm.ty.ndim,
+                                                            dtype))
                         o = bb.emit(relax.op.call_tir_inplace(gv, [rm, rv, m, v], [0, 1],
                                                               [rm.ty, rv.ty]),
                                     name_hint=f"upd_{_ident(spec.name)}_stats")
@@ -503,8 +507,7 @@ def _assemble(adj, *, n_in, n_tg, input_names, target_names, param_names, optimi
                         update_deps[o.name] = spec.name
                         if spec.track_count:
                             c = state_vars[f"{spec.name}.num_batches_tracked"]
-                            fname, prim = counter_kernel("int64")
-                            gv = kernel(fname, prim)
+                            gv = kernel(("count",), lambda: counter_kernel("int64"))
                             o = bb.emit(relax.op.call_tir_inplace(gv, [c], [0], c.ty),
                                         name_hint=f"upd_{_ident(spec.name)}_count")
                             updated.append(o)

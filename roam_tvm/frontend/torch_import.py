@@ -18,7 +18,7 @@ import tvm
 from tvm import relax
 
 from .errors import FrontendError, ImportError_, TraceError, UnsupportedError
-from .optim import SGD, Optimizer
+from .optim import SGD, Optimizer, as_optimizer
 from .step import BNSpec, TrainingStep, _Progress, _attrs_dict, build_train_step
 
 _PREFIX = "model."
@@ -52,15 +52,24 @@ def _make_loss_fn(loss):
     F = torch.nn.functional
     if callable(loss):
         return loss
+    # conventions shared with roam_tvm.zoo: several targets -> losses summed
     if loss == "cross_entropy":
-        def ce(out, target):
-            if out.dim() > 2:
-                out = out.reshape(-1, out.shape[-1])
-                target = target.reshape(-1)
-            return F.cross_entropy(out, target)
+        def ce(out, *targets):
+            logits = out.reshape(-1, out.shape[-1]) if out.dim() > 2 else out
+            total = None
+            for t in targets:
+                term = F.cross_entropy(logits, t.reshape(-1) if out.dim() > 2 else t)
+                total = term if total is None else total + term
+            return total
         return ce
     if loss == "mse":
-        return lambda out, target: F.mse_loss(out, target)
+        def mse(out, *targets):
+            total = None
+            for t in targets:
+                term = F.mse_loss(out, t)
+                total = term if total is None else total + term
+            return total
+        return mse
     raise UnsupportedError(f"unknown loss {loss!r}: use 'cross_entropy', 'mse' or a callable "
                            "loss(output, *targets) -> scalar tensor")
 
@@ -190,7 +199,7 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: 
     """
     torch = _torch()
     progress = _Progress(quiet)
-    optimizer = optimizer if optimizer is not None else SGD(lr=1e-2)
+    optimizer = as_optimizer(optimizer) if optimizer is not None else SGD(lr=1e-2)
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     if isinstance(targets, torch.Tensor):
@@ -341,11 +350,76 @@ def _input_names(model, n):
     return names
 
 
-def _import_ep(ep, meta):
-    from tvm.relax.frontend.torch import from_exported_program
-    from tvm.relax.frontend import detach_params
+def _fix_out_dtype(fn):
+    """Wrap a Relax op constructor whose TVM converter hard-codes ``out_dtype="float32"``.
 
-    mod = from_exported_program(ep, run_ep_decomposition=True, keep_params_as_input=True,
-                                unwrap_unit_return_tuple=True)
+    TVM 0.27's PyTorch importer builds ``addmm``/``mm``/conv with ``out_dtype="float32"``
+    whatever the input dtype, so a float64 (or float16) model fails to import with
+    "Binary operators must have the same datatype". The wrapper keeps the input dtype.
+    """
+    import functools
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        if kwargs.get("out_dtype") == "float32" and args:
+            dt = str(getattr(getattr(args[0], "ty", None), "dtype", "float32"))
+            if dt.startswith(("float", "bfloat")) and dt != "float32":
+                kwargs["out_dtype"] = dt
+        return fn(*args, **kwargs)
+
+    wrapped.__roam_wrapped__ = fn
+    return wrapped
+
+
+@contextlib.contextmanager
+def _patched_importer(ep, meta: bool):
+    """Scoped fixes of TVM's importer: dtype-preserving matmul/conv; meta weights.
+
+    With ``meta`` weights the importer would copy every parameter and buffer into a TVM
+    tensor ("Cannot copy out of meta tensor"). Parameters become inputs of the function
+    (their values are dropped by ``detach_params`` anyway), so they get a 1-element dummy;
+    buffers (e.g. BatchNorm stats, masks) become uninitialised tensors of the right shape,
+    which is enough for a module built from shapes only.
+    """
+    from tvm.relax.frontend.torch import exported_program_translator as ept
+
+    patches = []
+
+    def patch(obj, name, value):
+        patches.append((obj, name, getattr(obj, name)))
+        setattr(obj, name, value)
+
+    patch(relax.op.linear_algebra, "matmul", _fix_out_dtype(relax.op.linear_algebra.matmul))
+    for name in ("conv1d", "conv2d", "conv3d", "conv1d_transpose", "conv2d_transpose"):
+        if hasattr(relax.op.nn, name):
+            patch(relax.op.nn, name, _fix_out_dtype(getattr(relax.op.nn, name)))
+    if meta:
+        orig = ept.ExportedProgramImporter._convert_pytorch_tensor_to_tvm
+        param_ids = {id(p) for p in ep.state_dict.values()} if False else set()
+        param_ids = {id(p) for _, p in ep.named_parameters()}
+
+        def convert(tensor_value):
+            if _is_meta(tensor_value):
+                if id(tensor_value) in param_ids:
+                    return tvm.runtime.empty((1,), str(tensor_value.dtype).replace("torch.", ""))
+                return tvm.runtime.empty(tuple(int(d) for d in tensor_value.shape),
+                                         str(tensor_value.dtype).replace("torch.", ""))
+            return orig(tensor_value)
+
+        patch(ept.ExportedProgramImporter, "_convert_pytorch_tensor_to_tvm", staticmethod(convert))
+    try:
+        yield
+    finally:
+        for obj, name, value in reversed(patches):
+            setattr(obj, name, value)
+
+
+def _import_ep(ep, meta):
+    from tvm.relax.frontend import detach_params
+    from tvm.relax.frontend.torch import from_exported_program
+
+    with _patched_importer(ep, meta):
+        mod = from_exported_program(ep, run_ep_decomposition=True, keep_params_as_input=True,
+                                    unwrap_unit_return_tuple=True)
     mod, _ = detach_params(mod)
     return mod

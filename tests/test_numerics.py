@@ -1,0 +1,279 @@
+"""One training step in TVM (llvm, CPU) against PyTorch's own step, same optimizer.
+
+What is compared: the loss, every parameter's update ``p_new - p_old``, every optimizer
+state, and BatchNorm running statistics.
+
+Tolerances (justified, not tuned to pass):
+
+* Both sides compute the same math; they differ by reduction order only (matmul, conv and
+  sum kernels accumulate in a different order). In fp32 a length-n reduction has a typical
+  relative error ~ sqrt(n) * 6e-8 and a worst case ~ n * 6e-8 relative to the *largest*
+  summand. Our small models reduce over at most a few thousand terms, so gradient-linear
+  quantities (SGD updates, momentum buffers, Adam's exp_avg / exp_avg_sq, BN statistics) are
+  compared elementwise with ``|a - b| <= RT * |b| + RT * max|b|``, RT = 2e-4 in fp32
+  (~ 4096 * 6e-8 with margin). In float64 the same bound is used with RT = 1e-9, which
+  separates reduction-order noise (then ~1e-15) from real errors (which do not shrink with
+  the precision).
+* Adam's first step is ``-lr * g / (|g| + eps)`` (bias-corrected): it maps a gradient error
+  ``d`` to an update error of at most ``lr * d / (|g| + eps)``. So each element of an Adam
+  parameter update gets the tolerance ``lr * (dg / (|g| + eps) + RT)``, with ``dg`` the
+  gradient tolerance above and ``g`` torch's gradient, recovered from its ``exp_avg``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+tvm = pytest.importorskip("tvm")
+from tvm import relax  # noqa: E402
+
+from roam_tvm.frontend import SGD, Adam, AdamW, from_torch  # noqa: E402
+from roam_tvm.frontend.optim import as_optimizer  # noqa: E402
+
+RT = {"float32": 2e-4, "float64": 1e-9}
+
+
+# ------------------------------------------------------------------------------------------
+# helpers
+
+
+def _torch_opt(opt, params):
+    if isinstance(opt, AdamW):
+        return torch.optim.AdamW(params, lr=opt.lr, betas=opt.betas, eps=opt.eps,
+                                 weight_decay=opt.weight_decay, foreach=False)
+    if isinstance(opt, Adam):
+        return torch.optim.Adam(params, lr=opt.lr, betas=opt.betas, eps=opt.eps,
+                                weight_decay=opt.weight_decay, foreach=False)
+    return torch.optim.SGD(params, lr=opt.lr, momentum=opt.momentum,
+                           weight_decay=opt.weight_decay, nesterov=opt.nesterov, foreach=False)
+
+
+_STATE_KEY = {"exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq",
+              "momentum_buffer": "momentum_buffer"}
+
+
+def _loss(kind, out, *targets):
+    if hasattr(out, "logits"):
+        out = out.logits
+    elif hasattr(out, "last_hidden_state"):
+        out = out.last_hidden_state
+    elif isinstance(out, (tuple, list)):
+        out = out[0]
+    if kind == "mse":
+        return sum(torch.nn.functional.mse_loss(out, t) for t in targets)
+    logits = out.reshape(-1, out.shape[-1]) if out.dim() > 2 else out
+    return sum(torch.nn.functional.cross_entropy(logits, t.reshape(-1) if out.dim() > 2 else t)
+               for t in targets)
+
+
+def torch_step(model, inputs, targets, loss, opt):
+    """PyTorch's own step on a copy of ``model``: loss, params, states, buffers (numpy)."""
+    m = copy.deepcopy(model).train()
+    o = _torch_opt(opt, m.parameters())
+    o.zero_grad()
+    lv = _loss(loss, m(*inputs), *targets)
+    lv.backward()
+    grads = {n: p.grad.detach().clone().numpy() for n, p in m.named_parameters()}
+    o.step()
+    out = {n: p.detach().numpy().copy() for n, p in m.named_parameters()}
+    for n, p in m.named_parameters():
+        for suf, key in _STATE_KEY.items():
+            if key in o.state[p]:
+                out[f"{n}.{suf}"] = o.state[p][key].detach().numpy().copy()
+    for n, b in m.named_buffers():
+        out[n] = b.detach().numpy().copy()
+    return float(lv), out, grads
+
+
+_BUILD_CACHE = {}
+
+
+def tvm_step(ts, inputs, targets):
+    ex = tvm.compile(ts.mod, target="llvm")
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    state = ts.initial_values()
+    before = {k: v.copy() for k, v in state.items()}
+    loss = ts.run(vm, [t.numpy() for t in inputs], [t.numpy() for t in targets], state)
+    return loss, before, state
+
+
+def _close(a, b, rt, what, floor=0.0):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    scale = max(float(np.abs(b).max()) if b.size else 0.0, floor)
+    err = np.abs(a - b)
+    tol = rt * np.abs(b) + rt * scale + 1e-30
+    bad = err > tol
+    assert not bad.any(), (
+        f"{what}: {int(bad.sum())}/{b.size} elements off; max err {err.max():.3e}, "
+        f"scale {scale:.3e}, max rel-to-scale {err.max() / max(scale, 1e-30):.3e}")
+    return float(err.max() / max(scale, 1e-30))
+
+
+def compare_step(model, inputs, targets, loss, opt, dtype="float32", ts=None):
+    """Build + run one step in TVM and in torch; assert everything matches. Returns stats."""
+    opt = as_optimizer(opt)
+    if ts is None:
+        ts = from_torch(model, inputs, targets, loss=loss, optimizer=opt)
+    t_loss, ref, grads = torch_step(model, inputs, targets, loss, opt)
+    v_loss, before, after = tvm_step(ts, inputs, targets)
+    rt = RT[dtype]
+    stats = {}
+    assert abs(v_loss - t_loss) <= rt * max(1.0, abs(t_loss)), (v_loss, t_loss)
+    stats["loss"] = abs(v_loss - t_loss) / max(1.0, abs(t_loss))
+    is_adam = isinstance(opt, Adam)
+    # A tensor whose exact gradient vanishes (a conv bias right before BatchNorm) holds only
+    # cancellation noise, whose size is set by the gradients flowing through the layer, not
+    # by the tensor itself: floor each tensor's scale at 1% of the largest update in the step.
+    floor = 0.01 * max(float(np.abs(ref[n] - before[n]).max()) for n in ts.param_names)
+    worst = 0.0
+    for n in ts.param_names:
+        d_tvm = after[n] - before[n]
+        d_ref = ref[n] - before[n]
+        if is_adam:
+            g = grads[n].astype(np.float64)
+            if not isinstance(opt, AdamW) and opt.weight_decay:
+                g = g + opt.weight_decay * before[n]
+            dg = rt * np.abs(g) + rt * np.abs(g).max()
+            tol = opt.lr * (dg / (np.abs(g) + opt.eps) + rt) + rt * np.abs(d_ref)
+            err = np.abs(d_tvm.astype(np.float64) - d_ref)
+            bad = err > tol
+            assert not bad.any(), f"{n}: {int(bad.sum())} Adam update elements off, max {err.max()}"
+            worst = max(worst, float(err.max() / opt.lr))
+        else:
+            worst = max(worst, _close(d_tvm, d_ref, rt, f"update of {n}", floor))
+    stats["update"] = worst
+    worst = 0.0
+    for n in ts.state_names:
+        if n.endswith("num_batches_tracked"):
+            assert int(after[n]) == int(ref[n]), n
+            continue
+        fl = 0.0 if ("running" in n) else floor / opt.lr
+        worst = max(worst, _close(after[n], ref[n], rt, f"state {n}", fl))
+    stats["state"] = worst
+    return stats
+
+
+# ------------------------------------------------------------------------------------------
+# hand-made models (independent of the zoo)
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, d=16, h=32, c=5):
+        super().__init__()
+        self.l1 = torch.nn.Linear(d, h)
+        self.l2 = torch.nn.Linear(h, h)
+        self.l3 = torch.nn.Linear(h, c)
+
+    def forward(self, x):
+        return self.l3(torch.relu(self.l2(torch.relu(self.l1(x)))))
+
+
+class CNN(torch.nn.Module):
+    """conv stride 2 / pad 1, BatchNorm, ReLU, maxpool 3x3/2 pad 1 (ResNet stem), linear."""
+
+    def __init__(self, c=4, classes=3, image=12):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, c, 3, stride=2, padding=1, bias=False)
+        self.bn = torch.nn.BatchNorm2d(c)
+        self.pool = torch.nn.MaxPool2d(3, 2, 1)
+        self.conv2 = torch.nn.Conv2d(c, c, 3, padding=1)
+        self.bn2 = torch.nn.BatchNorm2d(c)
+        self.fc = torch.nn.Linear(c * (image // 4) ** 2, classes)
+
+    def forward(self, x):
+        x = self.pool(torch.relu(self.bn(self.conv(x))))
+        x = torch.relu(self.bn2(self.conv2(x)))
+        return self.fc(x.flatten(1))
+
+
+def _mlp_case(dtype):
+    torch.manual_seed(0)
+    tdt = getattr(torch, dtype)
+    m = MLP().to(tdt)
+    x = torch.randn(8, 16, dtype=tdt)
+    y = torch.randint(0, 5, (8,))
+    return m, (x,), (y,)
+
+
+OPTS = [
+    SGD(lr=0.1),
+    SGD(lr=0.1, momentum=0.9, weight_decay=1e-2, nesterov=True),
+    Adam(lr=1e-2, weight_decay=1e-2),
+    AdamW(lr=1e-2, weight_decay=0.1),
+]
+
+
+@pytest.mark.parametrize("opt", OPTS, ids=["sgd", "sgd-nesterov-wd", "adam-l2", "adamw"])
+def test_mlp_optimizers(opt):
+    m, ins, tgs = _mlp_case("float32")
+    s = compare_step(m, ins, tgs, "cross_entropy", opt)
+    assert s["update"] < RT["float32"] * 10
+
+
+@pytest.mark.parametrize("opt", [SGD(lr=0.1, momentum=0.9), Adam(lr=1e-2)], ids=["momentum", "adam"])
+def test_mlp_float64(opt):
+    m, ins, tgs = _mlp_case("float64")
+    compare_step(m, ins, tgs, "cross_entropy", opt, dtype="float64")
+
+
+def test_mse_loss():
+    torch.manual_seed(1)
+    m = MLP(c=4)
+    x = torch.randn(6, 16)
+    y = torch.randn(6, 4)
+    compare_step(m, (x,), (y,), "mse", SGD(lr=0.05, momentum=0.5))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cnn_batchnorm_maxpool(dtype):
+    """BN running stats (momentum 0.1, unbiased var), conv stride/pad, maxpool with padding."""
+    torch.manual_seed(0)
+    tdt = getattr(torch, dtype)
+    m = CNN().to(tdt)
+    x = torch.randn(4, 3, 12, 12, dtype=tdt)
+    y = torch.randint(0, 3, (4,))
+    compare_step(m, (x,), (y,), "cross_entropy", SGD(lr=0.1, momentum=0.9, weight_decay=1e-4),
+                 dtype=dtype)
+
+
+def test_tiny_gpt2_tied_adamw():
+    """Tied wte/lm_head: one param, gradient summed; bool cumsum mask; gelu_tanh."""
+    from roam_tvm.frontend._demo import tiny_gpt2
+
+    m = tiny_gpt2(vocab=32, n_embd=16, n_layer=1, n_head=2, n_positions=16)
+    torch.manual_seed(0)
+    ids = torch.randint(0, 32, (2, 8))
+    tgt = torch.randint(0, 32, (2, 8))
+    ts = from_torch(m, (ids,), (tgt,), optimizer=AdamW(lr=1e-3))
+    assert "lm_head.weight" not in ts.param_names and "transformer.wte.weight" in ts.param_names
+    compare_step(m, (ids,), (tgt,), "cross_entropy", AdamW(lr=1e-3), ts=ts)
+
+
+# ------------------------------------------------------------------------------------------
+# zoo models at their small test size
+
+ZOO_FAST = ["mlp", "cnn", "gpt2-small"]
+ZOO_SLOW = ["resnet18", "vgg11", "mobilenet_v2", "vit-tiny", "bert-base"]
+
+
+def _zoo(name):
+    zoo = pytest.importorskip("roam_tvm.zoo")
+    return zoo.get_model(name, small=True)
+
+
+@pytest.mark.parametrize("name", ZOO_FAST)
+def test_zoo_small(name):
+    spec = _zoo(name)
+    compare_step(spec.model, spec.example_inputs, spec.targets, spec.loss, spec.optimizer)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ZOO_SLOW)
+def test_zoo_small_slow(name):
+    spec = _zoo(name)
+    compare_step(spec.model, spec.example_inputs, spec.targets, spec.loss, spec.optimizer)
