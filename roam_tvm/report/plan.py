@@ -148,7 +148,7 @@ def write_plan(ts, out_dir: str, target="cuda", time_limit: float = 10.0, progre
     func = func or ts.func_name
     os.makedirs(out_dir, exist_ok=True)
     target_name = str(target)
-    bar = tqdm(["schedule", "roam", "tvm-default", "write"], desc="plan", disable=not progress,
+    bar = tqdm(["schedule", "roam", "tvm-default"], desc="plan", disable=not progress,
                file=sys.stderr, leave=False)
     opts = {"time_limit": time_limit}
     for stage in bar:
@@ -266,7 +266,7 @@ def write_plan(ts, out_dir: str, target="cuda", time_limit: float = 10.0, progre
     fig, ax = plt.subplots(figsize=(11, 5.5))
     plot_timeline(ax, d_bufs, d_offsets, peak_step=d_peak_step, unit=unit, lower_bound=live_peak(d_bufs),
                   height_label="stacked for display", bound_label="sum of live storages (simulated)",
-                  label_top=0,
+                  label_top=10, labels=d_names,
                   xlabel="step (op index in program order)" if d_mapped else "step (planned op index)")
     ax.set_ylim(0, ylim)
     ax.set_xlim(0, xmax)

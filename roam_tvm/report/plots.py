@@ -116,6 +116,9 @@ def plot_timeline(ax, buffers: Sequence[Buffer], offsets: Mapping[str, int], tit
         rects = [Rectangle((b.lower, offsets[b.id] / scale), b.upper - b.lower, b.size / scale) for b in live]
         ax.add_collection(PatchCollection(rects, facecolors=colors, edgecolors="black", linewidths=0.4,
                                           alpha=0.9))
+    if live:
+        ax.add_patch(Rectangle((0, 0), 0, 0, facecolor=cmap(0.55), edgecolor="black",
+                               label="colour: log size" if color_by != "lifetime" else "colour: lifetime"))
     if extra:
         rects = [Rectangle((b.lower, o / scale), b.upper - b.lower, b.size / scale) for b, o in extra
                  if b.size > 0 and b.upper > b.lower]
