@@ -1,0 +1,285 @@
+"""Branch-and-bound over canonical placements, in the spirit of google/minimalloc.
+
+Ideas (from the MiniMalloc paper, Moffitt 2023), re-implemented in plain Python:
+
+* **Canonical solutions.** Any valid layout can be slid down until every buffer
+  rests on 0 or on a time-overlapping buffer. Listing such a layout by offset,
+  each buffer sits exactly at its *minimum offset* (the top of the highest placed
+  buffer overlapping it). So the search places buffers in non-decreasing offset
+  order, each at its minimum offset; ties are broken by a static preorder.
+* **Section inference.** Time is cut into sections at lifespan endpoints. For a
+  section, ``floor`` is the lowest offset still usable and ``total`` the unplaced
+  bytes live there; ``max(floor, last offset) + total > capacity`` prunes.
+  The floor also rises to the smallest minimum offset of any unplaced buffer
+  in the section.
+* **Dominance.** A buffer whose minimum offset is at or above the smallest
+  ``minimum offset + size`` of the unplaced buffers would leave a gap that
+  another buffer could fill first: skip it.
+* **Decomposition.** Where no lifespan crosses a section boundary, the two sides
+  are independent subproblems.
+* **Restarts.** Several static preorders are run round-robin with a node limit
+  that doubles each round.
+
+The search answers a feasibility question ("fits in capacity C?"); the solver
+drives C down from the heuristic height to the lower bound.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+PREORDERS = ("TWA", "WTA", "TAW", "AWT", "SWT")
+
+
+@dataclass
+class SearchParams:
+    """Knobs for :func:`search_fit` (all on by default).
+
+    canonical_only: place buffers in non-decreasing offset order only.
+    section_inference: prune when a section's floor plus unplaced bytes exceeds capacity.
+    monotonic_floor: in that check, the floor is at least the last placed offset.
+    unallocated_floor: raise a section's floor to its lowest unplaced minimum offset.
+    check_dominance: skip placements that leave a gap another buffer would fill.
+    decompose: split at time cuts that no lifespan crosses.
+    preorders: static tie-break orders, each a string of keys applied in turn
+        (T: peak total of its sections, W: number of sections, A: area,
+        S: size, L: length), all descending; tried round-robin with a node
+        limit starting at ``2 * n`` and doubling.
+    """
+
+    canonical_only: bool = True
+    section_inference: bool = True
+    monotonic_floor: bool = True
+    unallocated_floor: bool = True
+    check_dominance: bool = True
+    decompose: bool = True
+    preorders: tuple[str, ...] = PREORDERS
+
+
+class _Timeout(Exception):
+    pass
+
+
+class _NodeLimit(Exception):
+    pass
+
+
+class _Sub:
+    """Static data of one problem (buffers are local indices 0..m-1)."""
+
+    def __init__(self, lower, upper, size, align, capacity):
+        lower = np.asarray(lower, np.int64)
+        upper = np.asarray(upper, np.int64)
+        m = len(size)
+        self.m = m
+        self.size = np.asarray(size, np.int64)
+        self.align = np.asarray(align, np.int64)
+        self.capacity = int(capacity)
+        pts = np.unique(np.concatenate((lower, upper)))
+        self.sl = np.searchsorted(pts, lower)
+        self.su = np.searchsorted(pts, upper)
+        self.nsec = max(len(pts) - 1, 0)
+        sec = np.arange(self.nsec)
+        self.inc = (self.sl[:, None] <= sec[None, :]) & (sec[None, :] < self.su[:, None])
+        self.ov = (lower[:, None] < upper[None, :]) & (lower[None, :] < upper[:, None])
+        np.fill_diagonal(self.ov, False)
+        self.total0 = (self.inc * self.size[:, None]).sum(0)
+        # number of buffers spanning the boundary between section s and s + 1
+        self.cuts0 = (self.inc[:, :-1] & self.inc[:, 1:]).sum(0) if self.nsec > 1 else np.zeros(0, np.int64)
+        self.length = upper - lower
+
+    def preorder(self, key: str) -> np.ndarray:
+        """Rank of each buffer under a preorder key string (0 = first)."""
+        tot = np.where(self.inc, self.total0[None, :], 0).max(1) if self.nsec else np.zeros(self.m, np.int64)
+        feats = {
+            "T": tot,
+            "W": self.su - self.sl,
+            "A": self.size * self.length,
+            "S": self.size,
+            "L": self.length,
+        }
+        keys = [np.arange(self.m)] + [-feats[c] for c in reversed(key)]
+        order = np.lexsort(keys)
+        rank = np.empty(self.m, np.int64)
+        rank[order] = np.arange(self.m)
+        return rank
+
+
+def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, node_limit: int,
+            counter: list[int]) -> np.ndarray | None:
+    m, cap, nsec = sub.m, sub.capacity, sub.nsec
+    size, align, sl, su, inc, ov = sub.size, sub.align, sub.sl, sub.su, sub.inc, sub.ov
+    sizel, alignl, sll, sul, rankl = size.tolist(), align.tolist(), sl.tolist(), su.tolist(), rank.tolist()
+    off = np.full(m, -1, np.int64)
+    minoff = np.zeros(m, np.int64)
+    unpl = np.ones(m, bool)
+    floor = np.zeros(nsec, np.int64)
+    total = sub.total0.copy()
+    cuts = sub.cuts0.copy()
+    best = np.zeros(m, np.int64)
+    nodes = [0]
+    if (total > cap).any():
+        return None
+    INF = np.int64(1) << np.int64(62)
+    mono, infer, unfloor = params.monotonic_floor, params.section_inference, params.unallocated_floor
+    canon, dom, decomp = params.canonical_only, params.check_dominance, params.decompose
+
+    def rec(part: np.ndarray, slo: int, shi: int, last_off: int, last_rank: int) -> bool:
+        nodes[0] += 1
+        if nodes[0] & 127 == 0 and time.perf_counter() > deadline:
+            raise _Timeout
+        if nodes[0] > node_limit:
+            raise _NodeLimit
+        cand = part[unpl[part]]
+        if not len(cand):
+            placed = off >= 0
+            best[placed] = off[placed]
+            return True
+        mo = minoff[cand]
+        order = np.lexsort((rank[cand], mo))
+        min_height = int((mo + size[cand]).min())
+        for i, o in zip(cand[order].tolist(), mo[order].tolist()):
+            if dom and o >= min_height:
+                break
+            if canon and (o < last_off or (o == last_off and rankl[i] < last_rank)):
+                continue
+            top = o + sizel[i]
+            if top > cap:
+                continue
+            a, b = sll[i], sul[i]
+            save_min = minoff.copy()
+            save_floor = floor[slo:shi].copy()
+            unpl[i] = False
+            off[i] = o
+            ch = ov[i] & unpl & (minoff < top)
+            changed = bool(ch.any())
+            if changed:
+                al = align[ch]
+                minoff[ch] = -(-top // al) * al
+            floor[a:b] = top
+            total[a:b] -= sizel[i]
+            if unfloor and changed:
+                idx = part[unpl[part]]
+                if len(idx):
+                    M = np.where(inc[idx, slo:shi], minoff[idx][:, None], INF).min(0)
+                    np.maximum(floor[slo:shi], np.where(M < INF, M, 0), out=floor[slo:shi])
+            ok = True
+            if infer:
+                t = total[slo:shi]
+                f = np.maximum(floor[slo:shi], o) if mono else floor[slo:shi]
+                ok = not ((f + t > cap) & (t > 0)).any()
+            if ok:
+                zeros = []
+                if decomp and b - a > 1:
+                    cuts[a:b - 1] -= 1
+                    zeros = (np.nonzero(cuts[a:b - 1] == 0)[0] + a + 1).tolist()
+                if zeros:
+                    bounds = [slo] + zeros + [shi]
+                    rest = part[unpl[part]]
+                    rsl, rsu = sl[rest], su[rest]
+                    any_sub = False
+                    for lo_s, hi_s in zip(bounds[:-1], bounds[1:]):
+                        sp = rest[(rsl >= lo_s) & (rsu <= hi_s)]
+                        if len(sp):
+                            any_sub = True
+                            if not rec(sp, lo_s, hi_s, 0, -1):
+                                ok = False
+                                break
+                    if not any_sub:  # nothing left to place here: this is a leaf
+                        placed = off >= 0
+                        best[placed] = off[placed]
+                else:
+                    ok = rec(part, slo, shi, o, rankl[i])
+                if decomp and b - a > 1:
+                    cuts[a:b - 1] += 1
+            total[a:b] += sizel[i]
+            floor[slo:shi] = save_floor
+            minoff[:] = save_min
+            off[i] = -1
+            unpl[i] = True
+            if ok:
+                return True
+        return False
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 4 * m + 1000))
+    try:
+        found = rec(np.arange(m), 0, nsec, 0, -1)
+    finally:
+        counter[0] += nodes[0]
+        sys.setrecursionlimit(old)
+    return best if found else None
+
+
+def _partitions(lower: np.ndarray, upper: np.ndarray) -> list[np.ndarray]:
+    """Groups of buffer indices whose lifespans chain together (time cuts between groups)."""
+    order = np.argsort(lower, kind="stable")
+    groups, cur, reach = [], [], None
+    for i in order:
+        i = int(i)
+        if cur and lower[i] >= reach:
+            groups.append(np.array(cur))
+            cur = []
+        if not cur:
+            reach = upper[i]
+        cur.append(i)
+        reach = max(reach, upper[i])
+    if cur:
+        groups.append(np.array(cur))
+    return groups
+
+
+MAX_GROUP = 3000
+
+
+def too_big(lower, upper, limit: int = MAX_GROUP) -> bool:
+    """True if some time-connected group of buffers has more than ``limit`` members."""
+    return max((len(g) for g in _partitions(np.asarray(lower), np.asarray(upper))), default=0) > limit
+
+
+def search_fit(lower, upper, size, align, capacity: int, time_limit: float = 10.0,
+               params: SearchParams | None = None, stats: dict | None = None) -> np.ndarray | None:
+    """Offsets fitting every buffer below ``capacity``, or None (infeasible or out of time).
+
+    Inputs are arrays over *active* buffers (size > 0, upper > lower).
+    """
+    params = params or SearchParams()
+    lower = np.asarray(lower, np.int64)
+    upper = np.asarray(upper, np.int64)
+    size = np.asarray(size, np.int64)
+    align = np.asarray(align, np.int64)
+    n = len(size)
+    out = np.zeros(n, np.int64)
+    deadline = time.perf_counter() + time_limit
+    counter = [0]
+    groups = _partitions(lower, upper) if params.decompose else [np.arange(n)]
+    if too_big(lower, upper, MAX_GROUP) if params.decompose else n > MAX_GROUP:
+        return None
+    try:
+        for g in groups:
+            sub = _Sub(lower[g], upper[g], size[g], align[g], capacity)
+            ranks = [sub.preorder(k) for k in params.preorders] or [np.arange(sub.m)]
+            limit = 2 * max(sub.m, 1)
+            sol = None
+            while sol is None:
+                for rank in ranks:
+                    try:
+                        sol = _search(sub, rank, params, deadline, limit if len(ranks) > 1 else 1 << 62, counter)
+                    except _NodeLimit:
+                        continue
+                    if sol is None:  # proved infeasible
+                        if stats is not None:
+                            stats["proved_infeasible"] = True
+                        return None
+                    break
+                limit *= 2
+            out[g] = sol
+    except _Timeout:
+        return None
+    finally:
+        if stats is not None:
+            stats["nodes"] = stats.get("nodes", 0) + counter[0]
+    return out

@@ -1,0 +1,151 @@
+"""The layout driver: heuristics first, then improvement, always validated.
+
+``solve(problem)`` runs
+
+1. every greedy order (:mod:`.heuristics`), then compaction; it stops as soon as
+   the height equals the lower bound (the peak of live bytes);
+2. ROAM's piecewise join (:mod:`.join`);
+3. a MiniMalloc-style branch-and-bound (:mod:`.search`) asked for ever lower
+   capacities: first the problem's capacity if the heuristics overshoot it,
+   then the lower bound, then bisection between the two;
+4. for tiny problems, the big-M MIP (:mod:`.mip`) with HiGHS.
+
+Every candidate is validated by :mod:`.validate`; a candidate that fails is
+dropped, so the returned solution is always the best *valid* one.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .heuristics import ORDERS, Arrays, OverlapIndex, best_heuristic
+from .join import compact, join_solve
+from .problem import Problem, Solution
+from .search import SearchParams, search_fit
+from .validate import is_valid
+
+METHODS = ("auto", "greedy", "search", "mip", "join")
+MAX_SEARCH_BUFFERS = 3000
+MAX_MIP_BUFFERS = 40
+
+
+def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", progress: bool = False,
+          params: SearchParams | None = None, target: int | None = None) -> Solution:
+    """Offsets for every buffer, minimising the height (and fitting ``capacity`` if possible).
+
+    ``method``: ``auto`` (all stages), ``greedy`` (heuristics + compaction only),
+    ``search`` (heuristics + branch-and-bound), ``mip`` (heuristics + MIP),
+    ``join`` (heuristics + piecewise join). ``target``: stop as soon as the
+    height is at most this (default: the lower bound, i.e. proven optimal). The result carries ``method`` (the
+    stage that produced it) and ``stats`` (lower bound, seconds, per-stage notes).
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; use one of {METHODS}")
+    t0 = time.perf_counter()
+    deadline = t0 + max(float(time_limit), 0.0)
+    lb = problem.lower_bound()
+    arr = Arrays(problem)
+    index = OverlapIndex(arr)
+    log: list[str] = []
+    # Overlaps and alignment are hard; the capacity is a target reported in stats["fits"].
+    structural = problem.with_capacity(None)
+
+    def say(msg: str) -> None:
+        log.append(f"{time.perf_counter() - t0:7.2f}s {msg}")
+        if progress:
+            print(log[-1], flush=True)
+
+    def target_done(h: int) -> bool:
+        return h <= max(lb, target or 0)
+
+    box = [None]
+    best = box[0] = best_heuristic(problem, ORDERS, ("first", "best"), time_limit=0.4 * time_limit, stop_at=lb,
+                          arr=arr, index=index)
+    if not is_valid(structural, best):  # pragma: no cover - the heuristics are exact by construction
+        raise AssertionError("heuristic produced an invalid layout")
+    say(f"heuristics: {best.height} ({best.method}), lower bound {lb}")
+
+    def consider(sol: Solution | None, name: str) -> None:
+        nonlocal best
+        best = box[0]
+        if sol is None:
+            return
+        if not is_valid(structural, sol):
+            say(f"{name}: invalid result dropped")
+            return
+        if sol.height < best.height:
+            best = box[0] = sol
+            say(f"{name}: {sol.height} ({sol.height / max(lb, 1):.5f} x LB)")
+
+    if not target_done(best.height) and time.perf_counter() < deadline:
+        offs = np.array([best.offsets[b.id] for b in problem.buffers], np.int64)
+        c = arr.solution(compact(arr, index, offs), best.method + "+compact")
+        consider(c, "compaction")
+        best = box[0]
+
+    if method in ("auto", "join") and not target_done(best.height) and time.perf_counter() < deadline:
+        for pieces in (2, 4, 8):
+            if time.perf_counter() > deadline - 0.05 * time_limit:
+                break
+            consider(join_solve(structural, pieces, arr, index), f"join-{pieces}")
+        best = box[0]
+
+    act = np.nonzero(arr.active)[0]
+    if method in ("auto", "search") and not target_done(best.height) and 0 < len(act):
+        _search_descent(problem, arr, act, box, max(lb, target or 0), deadline, params, say, consider)
+        best = box[0]
+
+    if method in ("auto", "mip") and not target_done(best.height) and len(act) <= MAX_MIP_BUFFERS:
+        left = deadline - time.perf_counter()
+        if left > 0.5 or method == "mip":
+            from .mip import solve_mip
+            consider(solve_mip(structural, max(left, 1.0), best), "mip")
+            best = box[0]
+
+    best.stats.update(lower_bound=lb, seconds=time.perf_counter() - t0, log=log)
+    if problem.capacity is not None:
+        best.stats["fits"] = best.height <= problem.capacity
+    return best
+
+
+def _search_descent(problem, arr, act, box, lb, deadline, params, say, consider) -> None:
+    """Ask the branch-and-bound for lower and lower capacities until time runs out."""
+    from .search import too_big
+    lo_a, up_a, sz_a, al_a = arr.lower[act], arr.upper[act], arr.size[act], arr.align[act]
+    if too_big(lo_a, up_a, MAX_SEARCH_BUFFERS):
+        say("search: skipped (a time-connected group is too large)")
+        return
+    cap = problem.capacity
+    infeasible_below = lb  # every height < lb is infeasible
+    targets_tried = set()
+    first = cap if (cap is not None and box[0].height > cap) else lb
+    target = first
+    while box[0].height > infeasible_below and time.perf_counter() < deadline:
+        best = box[0]
+        if target in targets_tried or target >= best.height:
+            target = (infeasible_below + best.height - 1) // 2
+            if target in targets_tried or target < infeasible_below:
+                break
+        targets_tried.add(target)
+        left = deadline - time.perf_counter()
+        share = left if target == first and cap is not None and best.height > cap else left * 0.5
+        if target == lb:
+            share = left * 0.6
+        st: dict = {}
+        offs = search_fit(lo_a, up_a, sz_a, al_a, target, time_limit=share, params=params, stats=st)
+        if offs is None:
+            if st.get("proved_infeasible"):
+                infeasible_below = target + 1
+                say(f"search: capacity {target} infeasible ({st.get('nodes')} nodes)")
+            else:
+                say(f"search: capacity {target} not settled in {share:.1f}s ({st.get('nodes')} nodes)")
+                if target == first and first != lb:
+                    target = lb
+                    continue
+            target = (infeasible_below + best.height - 1) // 2
+            continue
+        full = np.zeros(arr.n, np.int64)
+        full[act] = offs
+        consider(arr.solution(full, f"search@{target}"), "search")
+        target = lb if lb not in targets_tried else (infeasible_below + box[0].height - 1) // 2
