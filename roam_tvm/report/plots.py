@@ -208,7 +208,7 @@ def plot_planner_bars(report: dict, path: str, title: str | None = None,
         ax.text(0.01, 0.99, "* not planned by TVM (measured or simulated eager)", transform=ax.transAxes,
                 fontsize=7, va="top")
     if bounds or always:
-        ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, framealpha=0.9, borderaxespad=0.0)
     ax.grid(True, axis="y", alpha=0.3)
     return save(fig, path)
 
