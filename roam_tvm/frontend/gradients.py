@@ -20,6 +20,7 @@ import tvm
 from tvm import relax
 from tvm.relax import op as R
 from tvm.relax.op import register_gradient
+from tvm.relax.op.grad import no_grad
 
 _DONE = False
 
@@ -45,7 +46,7 @@ def _gather_elements_grad(orig_var, orig_call, output_grad, ctx):
     axis = int(orig_call.attrs.axis)
     zeros = R.zeros(data.ty.shape, _dtype(data))
     return [R.scatter_elements(zeros, indices, output_grad, axis=axis, reduction="add"),
-            relax.op.zeros_like(indices)]
+            no_grad(indices)]
 
 
 def _strided_slice_grad(orig_var, orig_call, output_grad, ctx):
@@ -99,7 +100,7 @@ def _strided_slice_grad(orig_var, orig_call, output_grad, ctx):
         pw[2 * ax + 1] = after
         if b or after:
             g = ctx.normalize(R.nn.pad(g, pw))
-    return [g]
+    return [g] + [no_grad(a) for a in orig_call.args[1:]]
 
 
 def _shape_of(ctx, e):
@@ -161,7 +162,9 @@ def _clip_grad(orig_var, orig_call, output_grad, ctx):
     lo_v = relax.const(float(lo.value), dt) if hasattr(lo, "value") else lo
     hi_v = relax.const(float(hi.value), dt) if hasattr(hi, "value") else hi
     mask = R.logical_and(R.greater_equal(x, lo_v), R.less_equal(x, hi_v))
-    return [R.where(mask, output_grad, R.zeros_like(output_grad))]
+    # min/max are PrimValues: no gradient flows to them
+    return [R.where(mask, output_grad, R.zeros_like(output_grad))] + [
+        no_grad(a) for a in orig_call.args[1:]]
 
 
 def _leakyrelu_grad(orig_var, orig_call, output_grad, ctx):

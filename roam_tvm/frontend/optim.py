@@ -244,6 +244,14 @@ def counter_kernel(dtype: str = "int64"):
     return fname, make_kernel(fname, 0, dtype, ["c"], [], body)
 
 
+def copy_kernel(ndim: int, dtype: str):
+    """Kernel ``dst[...] = src[...]`` in place (states carried by a backbone)."""
+    def body(dt, idx):
+        return [f"dst[{idx}] = src[{idx}]"]
+    fname = f"copy_{dtype}_{ndim}d"
+    return fname, make_kernel(fname, ndim, dtype, ["dst", "src"], [], body)
+
+
 def hyper_array(value: float, dtype: str) -> np.ndarray:
     return np.array(value, dtype=dtype)
 

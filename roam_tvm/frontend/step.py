@@ -38,7 +38,7 @@ from tvm import relax
 
 from . import gradients
 from .errors import DynamicShapeError, MetaWeightsError, MissingGradientError, UnsupportedError
-from .optim import Optimizer, bn_stats_kernel, counter_kernel, optimizer_kernel
+from .optim import Optimizer, bn_stats_kernel, copy_kernel, counter_kernel, optimizer_kernel
 
 # Ops whose output may be a view (alias) of their input once lowered.
 _VIEW_OPS = {"relax.reshape", "relax.expand_dims", "relax.squeeze", "relax.flatten",
@@ -258,7 +258,7 @@ def check_gradients(func: relax.Function, param_vars):
                 "change the model to avoid the op.")
 
 
-def add_bn_stat_outputs(func: relax.Function, bn_specs, count_check=True):
+def add_bn_stat_outputs(func: relax.Function, bn_specs, n_carry=0):
     """Make the forward return ``(loss, mean_0, var_0, ...)`` for each training batch_norm.
 
     The batch mean and the biased variance of each BatchNorm input are computed right
@@ -267,8 +267,8 @@ def add_bn_stat_outputs(func: relax.Function, bn_specs, count_check=True):
     """
     binds = _bindings(func)
     bns = [b for b in binds if _op_name(b.value) == "relax.nn.batch_norm"
-           and bool(b.value.attrs.training)]
-    if not bns:
+           and bool(b.value.attrs.training)] if bn_specs or not n_carry else []
+    if not bns and not n_carry:
         return func, []
     if len(bns) != len(bn_specs):
         raise UnsupportedError(
@@ -277,6 +277,13 @@ def add_bn_stat_outputs(func: relax.Function, bn_specs, count_check=True):
     bb = relax.BlockBuilder()
     info = []
     ret = func.body.body
+    rets = [ret]
+    if n_carry:
+        defs = {b.var: b.value for b in binds}
+        tup = _resolve(ret, defs)
+        if not isinstance(tup, relax.Tuple) or len(tup.fields) != 1 + n_carry:
+            raise UnsupportedError(f"the forward must return (loss, {n_carry} updated states)")
+        rets = list(tup.fields)
     with bb.function("fwd", list(func.params), attrs=_attrs_dict(func), pure=True):
         with bb.dataflow():
             k = 0
@@ -296,7 +303,7 @@ def add_bn_stat_outputs(func: relax.Function, bn_specs, count_check=True):
                     stats += [mean, var]
                     info.append((bn_specs[k], count, str(x.ty.dtype)))
                     k += 1
-            outs = [bb.emit_output(e) for e in [ret] + stats]
+            outs = [bb.emit_output(e) for e in rets + stats]
         # Gradient's target_index needs a Tuple *expression* as the return value
         bb.emit_func_output(relax.Tuple(outs))
     return bb.get()["fwd"], info
@@ -311,7 +318,8 @@ def _resolve(expr, defs):
 
 def build_train_step(fwd: relax.Function, *, input_names, target_names, param_names,
                      optimizer: Optimizer, bn_specs=(), param_values=None, buffer_values=None,
-                     meta=False, quiet=True, progress=None, extra_module=None) -> TrainingStep:
+                     meta=False, quiet=True, progress=None, extra_module=None,
+                     carry_names=()) -> TrainingStep:
     """Core: ``fwd(inputs..., targets..., params...) -> loss`` into a ``TrainingStep``.
 
     ``fwd``'s params must be ordered inputs, targets, params, with the given names.
@@ -319,25 +327,25 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     progress = progress or _Progress(quiet)
     gradients.ensure_registered()
     n_in, n_tg, n_p = len(input_names), len(target_names), len(param_names)
-    if len(fwd.params) != n_in + n_tg + n_p:
-        raise ValueError(f"forward has {len(fwd.params)} params, expected {n_in}+{n_tg}+{n_p}")
+    n_c = len(carry_names)
+    if len(fwd.params) != n_in + n_tg + n_p + n_c:
+        raise ValueError(f"forward has {len(fwd.params)} params, expected "
+                         f"{n_in}+{n_tg}+{n_p}+{n_c}")
     check_static_shapes(fwd)
 
     # rename the params after the names the caller gives
-    names = list(input_names) + list(target_names) + list(param_names)
+    names = list(input_names) + list(target_names) + list(param_names) + list(carry_names)
     new_params = [relax.Var(n, p.ty) for n, p in zip(names, fwd.params)]
     body_f = fwd.bind_params({old: new for old, new in zip(fwd.params, new_params)})
     fwd = relax.Function(new_params, body_f.body, body_f.ret_ty, True, fwd.attrs)
     fwd = fwd.with_attr("global_symbol", "fwd")
-    pvars = new_params[n_in + n_tg:]
-
-    fwd, bn_info = add_bn_stat_outputs(fwd, list(bn_specs))
+    fwd, bn_info = add_bn_stat_outputs(fwd, list(bn_specs), n_carry=n_c)
     fwd = fwd.with_attr("global_symbol", "fwd")
     mod = tvm.IRModule({"fwd": fwd})
     mod = relax.transform.DeadCodeElimination(["fwd"])(mod)
     mod = relax.transform.DecomposeOpsForTraining()(mod)
     fwd = mod["fwd"]
-    pvars = list(fwd.params[n_in + n_tg:])
+    pvars = list(fwd.params[n_in + n_tg: n_in + n_tg + n_p])
     check_gradients(fwd, pvars)
     progress(f"gradient of {len(_bindings(fwd))} bindings w.r.t. {len(pvars)} params")
     try:
@@ -351,13 +359,14 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
             f"tvm.relax.op.register_gradient('{op}', fn).") from None
     adj = mod["fwd_adjoint"]
     progress("placing optimizer updates")
-    return _assemble(adj, n_in=n_in, n_tg=n_tg, input_names=input_names,
+    return _assemble(adj, n_in=n_in, n_tg=n_tg, n_p=n_p, carry_names=list(carry_names),
+                     input_names=input_names,
                      target_names=target_names, param_names=param_names, optimizer=optimizer,
                      bn_info=bn_info, param_values=param_values, buffer_values=buffer_values,
                      meta=meta, extra_module=extra_module)
 
 
-def _assemble(adj, *, n_in, n_tg, input_names, target_names, param_names, optimizer, bn_info,
+def _assemble(adj, *, n_in, n_tg, n_p, carry_names, input_names, target_names, param_names, optimizer, bn_info,
               param_values, buffer_values, meta, extra_module):
     binds = _bindings(adj)
     defs = {b.var: b.value for b in binds}
@@ -372,13 +381,16 @@ def _assemble(adj, *, n_in, n_tg, input_names, target_names, param_names, optimi
         stats = list(fwd_out.fields[1:])
     else:
         loss, stats = fwd_out, []
+    carried_new = stats[:len(carry_names)]
+    stats = stats[len(carry_names):]
     grads = list(grads.fields)
-    pvars = list(adj.params[n_in + n_tg:])
+    pvars = list(adj.params[n_in + n_tg: n_in + n_tg + n_p])
+    cvars = list(adj.params[n_in + n_tg + n_p:])
     assert len(grads) == len(pvars)
 
     # alias closure: bindings that (may) read each param's memory
-    alias_of = {p: p for p in pvars}
-    last_read = {p: -1 for p in pvars}
+    alias_of = {p: p for p in pvars + cvars}
+    last_read = {p: -1 for p in pvars + cvars}
     for i, b in enumerate(binds):
         v = b.value
         roots = set()
@@ -429,7 +441,10 @@ def _assemble(adj, *, n_in, n_tg, input_names, target_names, param_names, optimi
     for sn in bn_states:
         shp, dt = shapes[sn]
         state_vars[sn] = relax.Var(sn, relax.TensorType(shp, dt))
-    sig += [(n, "state") for n in opt_states + bn_states]
+    for n, v in zip(carry_names, cvars):
+        state_vars[n] = v
+        shapes[n] = (tuple(int(x) for x in v.ty.shape.values), str(v.ty.dtype))
+    sig += [(n, "state") for n in opt_states + bn_states + list(carry_names)]
 
     # hypers, per param dtype
     dtypes = sorted({str(p.ty.dtype) for p in pvars})
@@ -451,6 +466,11 @@ def _assemble(adj, *, n_in, n_tg, input_names, target_names, param_names, optimi
         m, v = stats[2 * j], stats[2 * j + 1]
         at = max(pos.get(m, -1), pos.get(v, -1))
         updates_at.setdefault(at, []).append(("bn", j))
+    for j, (cv, new) in enumerate(zip(cvars, carried_new)):
+        if new.same_as(cv):
+            continue
+        at = max(pos.get(new, -1), last_read[cv])
+        updates_at.setdefault(at, []).append(("carry", j))
 
     bb = relax.BlockBuilder()
     if extra_module is not None:
@@ -466,7 +486,7 @@ def _assemble(adj, *, n_in, n_tg, input_names, target_names, param_names, optimi
         return kernels[key]
 
     all_params = list(adj.params[: n_in + n_tg]) + pvars
-    all_params += [state_vars[n] for n in opt_states + bn_states]
+    all_params += [state_vars[n] for n in opt_states + bn_states] + cvars
     all_params += list(hyper_vars.values())
     updated = []
     update_deps = {}
@@ -492,6 +512,16 @@ def _assemble(adj, *, n_in, n_tg, input_names, target_names, param_names, optimi
                         o = bb.emit(call, name_hint=f"upd_{_ident(n)}")
                         update_deps[o.name] = n
                         updated.append(o)
+                    elif kind == "carry":
+                        cv, new = cvars[k], carried_new[k]
+                        if not isinstance(new, relax.Var):
+                            new = bb.emit(new)
+                        nd, dt = cv.ty.ndim, str(cv.ty.dtype)
+                        gv = kernel(("copy", nd, dt), lambda: copy_kernel(nd, dt))
+                        o = bb.emit(relax.op.call_tir_inplace(gv, [cv, new], [0], cv.ty),
+                                    name_hint=f"upd_{_ident(carry_names[k])}")
+                        updated.append(o)
+                        update_deps[o.name] = carry_names[k]
                     else:
                         spec, count, dtype = bn_info[k]
                         m, v = stats[2 * k], stats[2 * k + 1]
