@@ -71,10 +71,11 @@ def _solve(problem: Problem, arr: Arrays, warm: Solution, time_limit: float, max
             z.value = (warm_offs[pi] < warm_offs[pj]).astype(float)
         H.value = float(ub)
     prob = cp.Problem(cp.Minimize(H), cons)
-    lb = problem.lower_bound()
-    prob.solve(solver=cp.HIGHS, verbose=verbose, warm_start=True,
-               time_limit=max(float(time_limit), 0.1), mip_rel_gap=0.0,
-               objective_bound=float(lb))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "may be inaccurate" on time-outs; the result is validated anyway
+        prob.solve(solver=cp.HIGHS, verbose=verbose, warm_start=True,
+                   time_limit=max(float(time_limit), 0.1), mip_rel_gap=0.0)
     if x.value is None:
         return None
     xv = np.rint(x.value).astype(np.int64) * a
