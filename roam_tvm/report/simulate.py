@@ -25,7 +25,7 @@ from tvm import relax
 from ..graph import Graph
 from ..graph.bounds import any_bound, cut_bound
 from ..passes import RoamLayout, RoamOrder, extract_graph, latest_layout, latest_order
-from ..runtime.pipeline import dataflow_lower_passes, legalize_passes, library_dispatch_passes
+from ..runtime.pipeline import as_target, dataflow_lower_passes, legalize_passes, library_dispatch_passes
 
 PLANNERS = ("tvm-default", "roam-order-only", "roam-layout-only", "roam")
 # planner -> (RoamOrder before lowering?, RoamLayout instead of StaticPlanBlockMemory?)
@@ -77,7 +77,7 @@ def param_kinds_attr(mod: tvm.IRModule, kinds: dict[str, str], func: str = "trai
 
 def schedule_for(mod: tvm.IRModule, target="llvm") -> tvm.IRModule:
     """Dispatch, legalize, fuse and schedule: the module every planner starts from."""
-    target = tvm.target.Target(target) if isinstance(target, str) else target
+    target = as_target(target)
     with target:
         # Memory planning does not depend on how kernels are scheduled, so planning
         # skips the (slow) GPU scheduling; builds use the full pipeline.
@@ -95,7 +95,7 @@ def run_planner(scheduled: tvm.IRModule, planner: str, target="llvm", func: str 
     if planner not in _PLANNER_PASSES:
         raise ValueError(f"unknown planner {planner!r}; choose from {', '.join(PLANNERS)}, pytorch")
     use_order, use_layout = _PLANNER_PASSES[planner]
-    target = tvm.target.Target(target) if isinstance(target, str) else target
+    target = as_target(target)
     seconds = 0.0
     with target:
         mod = scheduled
