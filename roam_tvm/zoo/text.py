@@ -5,6 +5,7 @@ The Hugging Face model is held as ``self.hf`` (parameter names get an ``hf.`` pr
 """
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 
@@ -67,14 +68,21 @@ def bert_config(layers: int, width: int, heads: int, vocab: int, positions: int,
 
 
 class BertClassifier(nn.Module):
-    """``RobertaForSequenceClassification`` (a BERT/RoBERTa-base-like encoder with a classification head on
-    the first token): logits ``[batch, num_labels]``."""
+    """A BERT/RoBERTa-base-like encoder (``RobertaModel`` without pooler) and a sequence-classification head on
+    the first token (dense-tanh-linear, as ``RobertaForSequenceClassification``'s head without dropout):
+    logits ``[batch, num_labels]``.
+
+    The head is ours so the first token is taken as a slice + flatten: transformers' ``features[:, 0, :]`` is a
+    0-d index ``take`` whose gradient TVM 0.27 cannot legalize."""
 
     def __init__(self, config):
         super().__init__()
-        from transformers import RobertaForSequenceClassification
+        from transformers import RobertaModel
 
-        self.hf = RobertaForSequenceClassification(config)
+        self.hf = RobertaModel(config, add_pooling_layer=False)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
 
     def forward(self, input_ids):
-        return self.hf(input_ids=input_ids).logits
+        h = self.hf(input_ids=input_ids).last_hidden_state
+        return self.out_proj(torch.tanh(self.dense(h[:, :1].flatten(1))))

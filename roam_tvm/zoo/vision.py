@@ -179,8 +179,8 @@ class Attention(nn.Module):
     def forward(self, x):
         b, n, d = x.shape
         h = self.heads
-        qkv = self.qkv(x).reshape(b, n, 3, h, d // h).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv[0], qkv[1], qkv[2]
+        # split on the feature axis (integer indexing such as qkv[0] would become a 0-d ``take``)
+        q, k, v = (t.reshape(b, n, h, d // h).transpose(1, 2) for t in self.qkv(x).split(d, dim=-1))
         att = torch.softmax(q @ k.transpose(-2, -1) * (1.0 / math.sqrt(d // h)), dim=-1)
         y = (att @ v).transpose(1, 2).reshape(b, n, d)
         return self.proj(y)
@@ -219,4 +219,6 @@ class ViT(nn.Module):
         cls = self.cls_token.expand(y.shape[0], -1, -1)
         y = torch.cat([cls, y], dim=1) + self.pos_embed
         y = self.norm(self.blocks(y))
-        return self.head(y[:, 0])
+        # class token as a slice + flatten (not ``y[:, 0]``: a 0-d index becomes a ``take`` whose gradient
+        # TVM 0.27 cannot legalize)
+        return self.head(y[:, :1].flatten(1))
