@@ -129,9 +129,12 @@ def _search_descent(problem, arr, act, box, lb, deadline, params, say, consider)
                 break
         targets_tried.add(target)
         left = deadline - time.perf_counter()
-        share = left if target == first and cap is not None and best.height > cap else left * 0.5
-        if target == lb:
+        if cap is not None and target == first and best.height > cap:
+            share = left  # fitting the capacity comes first
+        elif target == lb:
             share = left * 0.6
+        else:
+            share = left * 0.5
         st: dict = {}
         offs = search_fit(lo_a, up_a, sz_a, al_a, target, time_limit=share, params=params, stats=st)
         if offs is None:
