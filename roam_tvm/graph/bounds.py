@@ -114,6 +114,9 @@ class CutProfile:
         Number of min-cut problems solved.
     coarsened : int
         Number of problems whose capacities had to be rounded down.
+    complete : bool
+        False when a time limit stopped the search before every op that could
+        raise the bound was solved (the bound is still valid, maybe weaker).
     """
 
     bound: int
@@ -122,6 +125,7 @@ class CutProfile:
     cut: dict[int, int] = field(default_factory=dict)
     solved: int = 0
     coarsened: int = 0
+    complete: bool = True
 
 
 class _CutData:
@@ -263,7 +267,7 @@ def _cut_data(g: Graph) -> _CutData:
 
 
 def cut_profile(g: Graph, orders: Iterable[Sequence[int]] = (), *, full: bool = False,
-                progress: bool = False) -> CutProfile:
+                progress: bool = False, time_limit: float | None = None) -> CutProfile:
     """Per-op min-cut lower bounds, pruned by known orders.
 
     Parameters
@@ -276,11 +280,19 @@ def cut_profile(g: Graph, orders: Iterable[Sequence[int]] = (), *, full: bool = 
         Solve every op (no pruning); ``cut`` then has an entry for each op.
     progress : bool
         Show a tqdm progress bar over the solved ops.
+    time_limit : float, optional
+        Stop solving min-cut problems after this many seconds. Ops are solved
+        in decreasing order of their known live bytes, and every ``cut_j`` is
+        a lower bound on its own, so a truncated profile still gives a valid
+        (possibly weaker) bound; ``complete`` is then False.
 
     Returns
     -------
     CutProfile
     """
+    import time
+
+    t0 = time.perf_counter()
     n = len(g.ops)
     al = g.always_live_bytes
     if n == 0:
@@ -304,6 +316,9 @@ def cut_profile(g: Graph, orders: Iterable[Sequence[int]] = (), *, full: bool = 
         j = int(j)
         if not full and upper[j] <= best:
             break
+        if time_limit is not None and out.solved and time.perf_counter() - t0 > time_limit:
+            out.complete = False
+            break
         val, coarse = data.cut_at(j)
         val += al
         val = min(val, int(upper[j]))  # exact cut never exceeds a realised live value
@@ -320,7 +335,8 @@ def cut_profile(g: Graph, orders: Iterable[Sequence[int]] = (), *, full: bool = 
     return out
 
 
-def cut_bound(g: Graph, progress: bool = False, orders: Iterable[Sequence[int]] = ()) -> int:
+def cut_bound(g: Graph, progress: bool = False, orders: Iterable[Sequence[int]] = (),
+              time_limit: float | None = None) -> int:
     """The min-cut lower bound: no topological order has a smaller peak.
 
     Parameters
@@ -330,10 +346,12 @@ def cut_bound(g: Graph, progress: bool = False, orders: Iterable[Sequence[int]] 
         Show a progress bar.
     orders : iterable of orders
         Known valid orders used to prune (program order is always used).
+    time_limit : float, optional
+        Seconds; a truncated search still returns a valid (maybe weaker) bound.
 
     Returns
     -------
     int
         Bytes, always-live included.
     """
-    return cut_profile(g, orders, progress=progress).bound
+    return cut_profile(g, orders, progress=progress, time_limit=time_limit).bound

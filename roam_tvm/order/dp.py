@@ -11,6 +11,11 @@ layer (``|S| = k``), pruned by an incumbent upper bound. The number of
 down-sets grows quickly with the width of the graph, so the search gives up
 (returns ``None``) beyond ``max_states`` or ``time_limit``; the caller then uses
 the MIP (:mod:`roam_tvm.order.mip`) or keeps its heuristic.
+
+:func:`dp_search` adds a lower bound (``floor``, e.g. the cut bound): it asks
+"is there an order with peak <= floor?" first. That question prunes every state
+above the floor, so when the optimum equals the floor (the usual case) it costs a
+small fraction of the plain DP; otherwise the plain DP follows.
 """
 from __future__ import annotations
 
@@ -18,7 +23,123 @@ import time
 
 from .piece import Piece, piece_peak
 
-__all__ = ["dp_order"]
+__all__ = ["dp_order", "dp_search"]
+
+
+class _TooBig(Exception):
+    """The search passed its state or time budget."""
+
+
+class _DP:
+    """The down-set DP of one piece, reusable for several upper bounds."""
+
+    def __init__(self, piece: Piece, max_states: int, time_limit: float):
+        self.t0 = time.perf_counter()
+        self.piece = piece
+        self.max_states = max_states
+        self.time_limit = time_limit
+        self.n_states = 0
+        m = self.m = piece.size
+        self.pred_mask = [0] * m
+        for v, ps in enumerate(piece.preds):
+            for u in ps:
+                self.pred_mask[v] |= 1 << u
+        # per tensor: size, users mask, closes-able (not needed after)
+        self.t_size, self.t_users, self.t_close = [], [], []
+        self.op_t: list[list[int]] = [[] for _ in range(m)]
+        self.open0 = 0
+        self.open0_bytes = 0
+        self.const = piece.const
+        for size, users, before, after in piece.tensors:
+            if before and after:
+                self.const += size
+                continue
+            if not users:
+                continue
+            k = len(self.t_size)
+            mask = 0
+            for u in users:
+                mask |= 1 << u
+                self.op_t[u].append(k)
+            self.t_size.append(size)
+            self.t_users.append(mask)
+            self.t_close.append(not after)
+            if before:
+                self.open0 |= 1 << k
+                self.open0_bytes += size
+
+    def run(self, upper: int) -> tuple[list[int], int] | None:
+        """Least-peak order among those with peak < ``upper``, or None if there is none."""
+        m = self.m
+        pred_mask = self.pred_mask
+        # per op: (bit, size, users mask if the tensor can be freed in the piece else 0)
+        op_info = [[(1 << k, self.t_size[k], self.t_users[k] if self.t_close[k] else 0)
+                    for k in self.op_t[v]] for v in range(m)]
+        base = [self.const + w for w in self.piece.ws]
+        succ: list[list[tuple[int, int]]] = [[] for _ in range(m)]  # (bit, pred mask) of successors
+        for w in range(m):
+            for u in self.piece.preds[w]:
+                succ[u].append((1 << w, pred_mask[w]))
+        full = (1 << m) - 1
+        ready0 = 0
+        for v in range(m):
+            if not pred_mask[v]:
+                ready0 |= 1 << v
+        # state: S -> (best, open tensors mask, open bytes, ready ops mask)
+        layer: dict[int, tuple[int, int, int, int]] = {0: (0, self.open0, self.open0_bytes, ready0)}
+        parents: list[dict[int, tuple[int, int]]] = []
+        for _k in range(m):
+            nxt: dict[int, tuple[int, int, int, int]] = {}
+            par: dict[int, tuple[int, int]] = {}
+            get = nxt.get
+            for ci, (S, (best, omask, obytes, ready)) in enumerate(layer.items()):
+                if not ci & 1023 and (len(nxt) + self.n_states > self.max_states
+                                      or time.perf_counter() - self.t0 > self.time_limit):
+                    raise _TooBig
+                rest = ready
+                while rest:
+                    low = rest & -rest
+                    rest ^= low
+                    v = low.bit_length() - 1
+                    S2 = S | low
+                    live = obytes
+                    nom, nob = omask, obytes
+                    for bit, size, cm in op_info[v]:
+                        if not nom & bit:
+                            live += size
+                            nom |= bit
+                            nob += size
+                        if cm and not cm & ~S2:
+                            nom ^= bit
+                            nob -= size
+                    val = base[v] + live
+                    if val < best:
+                        val = best
+                    if val >= upper:
+                        continue
+                    old = get(S2)
+                    if old is None or val < old[0]:
+                        r2 = ready ^ low
+                        for wbit, pm in succ[v]:
+                            if not pm & ~S2:
+                                r2 |= wbit
+                        nxt[S2] = (val, nom, nob, r2)
+                        par[S2] = (S, v)
+            self.n_states += len(nxt)
+            if self.n_states > self.max_states or time.perf_counter() - self.t0 > self.time_limit:
+                raise _TooBig
+            if not nxt:
+                return None
+            parents.append(par)
+            layer = nxt
+        best_val = layer[full][0]
+        order = []
+        S = full
+        for par in reversed(parents):
+            S, v = par[S]
+            order.append(v)
+        order.reverse()
+        return order, best_val
 
 
 def dp_order(piece: Piece, upper: int | None = None, max_states: int = 300_000,
@@ -40,86 +161,61 @@ def dp_order(piece: Piece, upper: int | None = None, max_states: int = 300_000,
     -------
     (local_order, peak) or None
     """
-    t0 = time.perf_counter()
     m = piece.size
     cur_peak = piece_peak(piece)
     upper = cur_peak if upper is None else min(upper, cur_peak)
     if m <= 1:
         return list(range(m)), cur_peak
-    pred_mask = [0] * m
-    for v, ps in enumerate(piece.preds):
-        for u in ps:
-            pred_mask[v] |= 1 << u
-    # per tensor: size, users mask, closes-able (not needed after)
-    t_size, t_users, t_close = [], [], []
-    op_t: list[list[int]] = [[] for _ in range(m)]
-    open0 = 0
-    open0_bytes = 0
-    const = piece.const
-    for size, users, before, after in piece.tensors:
-        if before and after:
-            const += size
-            continue
-        if not users:
-            continue
-        k = len(t_size)
-        mask = 0
-        for u in users:
-            mask |= 1 << u
-            op_t[u].append(k)
-        t_size.append(size)
-        t_users.append(mask)
-        t_close.append(not after)
-        if before:
-            open0 |= 1 << k
-            open0_bytes += size
-    full = (1 << m) - 1
-    # state: S -> (best, open_mask, open_bytes, parent_S, last_op)
-    layer: dict[int, tuple[int, int, int]] = {0: (0, open0, open0_bytes)}
-    parents: list[dict[int, tuple[int, int]]] = []
-    n_states = 1
-    for _k in range(m):
-        nxt: dict[int, tuple[int, int, int]] = {}
-        par: dict[int, tuple[int, int]] = {}
-        for S, (best, omask, obytes) in layer.items():
-            rest = full & ~S
-            while rest:
-                low = rest & -rest
-                v = low.bit_length() - 1
-                rest ^= low
-                if pred_mask[v] & ~S:
-                    continue
-                S2 = S | low
-                live = obytes
-                nom, nob = omask, obytes
-                for k in op_t[v]:
-                    bit = 1 << k
-                    if not nom & bit:
-                        live += t_size[k]
-                        nom |= bit
-                        nob += t_size[k]
-                    if t_close[k] and not t_users[k] & ~S2:
-                        nom &= ~bit
-                        nob -= t_size[k]
-                val = max(best, const + live + piece.ws[v])
-                if val >= upper:
-                    continue
-                old = nxt.get(S2)
-                if old is None or val < old[0]:
-                    nxt[S2] = (val, nom, nob)
-                    par[S2] = (S, v)
-        n_states += len(nxt)
-        if n_states > max_states or time.perf_counter() - t0 > time_limit:
-            return None
-        if not nxt:
-            return list(range(m)), cur_peak  # nothing strictly better than the incumbent
-        parents.append(par)
-        layer = nxt
-    best_val = layer[full][0]
-    order = []
-    S = full
-    for par in reversed(parents):
-        S, v = par[S]
-        order.append(v)
-    order.reverse()
-    return order, best_val
+    try:
+        got = _DP(piece, max_states, time_limit).run(upper)
+    except _TooBig:
+        return None
+    return got if got is not None else (list(range(m)), cur_peak)
+
+
+def dp_search(piece: Piece, floor: int = 0, upper: int | None = None, max_states: int = 1_000_000,
+              time_limit: float = 10.0) -> tuple[list[int], int, bool] | None:
+    """Least-peak local order of ``piece``, searched upwards from a lower bound.
+
+    Parameters
+    ----------
+    piece : Piece
+    floor : int
+        A lower bound on the piece's optimum (the cut bound, say): no order
+        below it is looked for.
+    upper : int, optional
+        Incumbent peak (default: the piece's current order).
+    max_states, time_limit :
+        Budget shared by all the probes.
+
+    Returns
+    -------
+    (local_order, peak, proved) or None
+        ``proved``: the peak is the piece's optimum (given that ``floor`` is a
+        true lower bound). When the budget runs out after an improvement was
+        found, that improvement is returned with ``proved=False``; ``None``
+        when it runs out with nothing better than the current order.
+    """
+    m = piece.size
+    cur_peak = piece_peak(piece)
+    upper = cur_peak if upper is None else min(upper, cur_peak)
+    best: tuple[list[int], int] = (list(range(m)), cur_peak)
+    if m <= 1 or upper <= floor:
+        return best[0], best[1], True
+    dp = _DP(piece, max_states, time_limit)
+    try:
+        # One probe at the floor: it prunes every state above it, so it is cheap,
+        # and it settles the common case (optimum == cut bound). Otherwise one
+        # full search below the incumbent. (A ladder of probes between the two
+        # costs more when the pruning does not bite: each probe then explores
+        # almost as many states as the full search.)
+        got = dp.run(floor + 1)
+        if got is None:
+            got = dp.run(upper)
+        if got is not None:
+            best = got
+    except _TooBig:
+        if best[1] < cur_peak:
+            return best[0], best[1], False
+        return None
+    return best[0], best[1], True
