@@ -79,6 +79,7 @@ class TrainingStep:
     hyper_dtypes: dict = field(default_factory=dict)  # hyper var name -> (hyper key, dtype)
     meta: bool = False
     func_name: str = "train_step"
+    no_values_reason: str = ""
 
     # ---- names ---------------------------------------------------------------------------
     def _names(self, kind):
@@ -109,6 +110,7 @@ class TrainingStep:
         """Parameters (from the model), zero optimizer states and BatchNorm statistics."""
         if self.meta or self.param_values is None:
             raise MetaWeightsError(
+                self.no_values_reason or
                 "initial_values(): this TrainingStep was built from a model on the 'meta' "
                 "device (or fake tensors), so it has shapes but no weights. Build it from a "
                 "model with real weights (meta=False), or fill the arrays yourself using "

@@ -196,6 +196,9 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: 
     or a callable ``loss(output, *targets)``. ``optimizer``: ``SGD``/``Adam``/``AdamW``.
     ``keep_params``: keep the model's parameter values for ``initial_values()``.
     Models on the ``meta`` device (or fake tensors) import from shapes only.
+    ``dynamic_shapes``: optional, one ``torch.export`` spec per input then per target
+    (e.g. ``({0: Dim("b", max=64)}, {0: Dim("b", max=64)})``); every dynamic dim needs
+    an upper bound.
     """
     torch = _torch()
     progress = _Progress(quiet)
@@ -226,8 +229,11 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            ds = dynamic_shapes
+            if ds is not None:  # one spec per input, then per target; the wrapper takes *args
+                ds = (tuple(ds),)
             ep = torch.export.export(wrapped, example_inputs + targets, strict=False,
-                                     dynamic_shapes=dynamic_shapes)
+                                     dynamic_shapes=ds)
     except FrontendError:
         raise
     except Exception as e:  # noqa: BLE001 - report any tracing failure cleanly
@@ -386,7 +392,9 @@ def _patched_importer(ep, meta: bool):
     patches = []
 
     def patch(obj, name, value):
-        patches.append((obj, name, getattr(obj, name)))
+        # save the raw attribute (a staticmethod object for classes), not the bound one
+        raw = obj.__dict__[name] if isinstance(obj, type) else getattr(obj, name)
+        patches.append((obj, name, raw))
         setattr(obj, name, value)
 
     patch(relax.op.linear_algebra, "matmul", _fix_out_dtype(relax.op.linear_algebra.matmul))
@@ -395,7 +403,6 @@ def _patched_importer(ep, meta: bool):
             patch(relax.op.nn, name, _fix_out_dtype(getattr(relax.op.nn, name)))
     if meta:
         orig = ept.ExportedProgramImporter._convert_pytorch_tensor_to_tvm
-        param_ids = {id(p) for p in ep.state_dict.values()} if False else set()
         param_ids = {id(p) for _, p in ep.named_parameters()}
 
         def convert(tensor_value):
