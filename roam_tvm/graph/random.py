@@ -19,7 +19,7 @@ import random as _random
 
 from .model import Graph, GraphBuilder
 
-__all__ = ["random_dag", "random_training_graph", "reorder_graph", "shuffled_program"]
+__all__ = ["random_dag", "random_training_graph", "repeated_blocks", "reorder_graph", "shuffled_program"]
 
 
 def _view(b: GraphBuilder, src: int, name: str) -> int:
@@ -215,6 +215,52 @@ def random_training_graph(n_ops: int, seed: int = 0, *, updates: bool = True,
     if program == "random":
         return shuffled_program(g, seed)
     raise ValueError(f"unknown program order {program!r}; use natural, updates_last or random")
+
+
+def repeated_blocks(n_layers: int, *, branches: int = 2, depth: int = 3, unit: int = 1 << 16,
+                    interleave: bool = True, name: str | None = None) -> Graph:
+    """Identical transformer-like blocks whose program order is bad inside each block.
+
+    Block ``i`` reads the residual stream ``x_i`` and its own (always-live)
+    weight; ``branches`` parallel chains of ``depth`` ops each (an attention-
+    and an MLP-like branch: a big first intermediate, then smaller ones) are
+    joined by a residual add that produces ``x_{i+1}``. With ``interleave`` the
+    program order runs the branches step by step in lockstep, so the big
+    intermediates of all branches are live together; running one branch to
+    its end before starting the next is optimal. Each residual add sits at
+    the same position in every order, so every block is one segment, and
+    all segments are structurally identical (names differ only in digits).
+
+    Parameters
+    ----------
+    n_layers : int
+    branches, depth : int
+        Chains per block and ops per chain (>= 1).
+    unit : int
+        Byte unit; the stream is 4 units, a chain's k-th tensor 16 / 2**k units (at least 1).
+    interleave : bool
+        Lockstep program order (bad) or branch after branch (optimal).
+    name : str, optional
+
+    Returns
+    -------
+    Graph
+    """
+    if n_layers < 1 or branches < 1 or depth < 1:
+        raise ValueError("n_layers, branches and depth must be >= 1")
+    b = GraphBuilder(name or f"repeated_blocks_{n_layers}x{branches}x{depth}")
+    x = b.tensor(4 * unit, kind="input", name="x0")
+    for i in range(n_layers):
+        w = b.tensor(unit, kind="param", name=f"w{i}")
+        heads = [x] * branches
+        steps = [(c, k) for k in range(depth) for c in range(branches)] if interleave else \
+            [(c, k) for c in range(branches) for k in range(depth)]
+        for c, k in steps:
+            size = max(1, 16 >> k) * unit
+            (heads[c],) = b.op([heads[c], w], [size], name=f"l{i}.b{c}.op{k}")
+        (x,) = b.op([x, *heads], [4 * unit], name=f"l{i}.add")
+    b.tensors[x].is_output = True
+    return b.build()
 
 
 def shuffled_program(g: Graph, seed: int = 0) -> Graph:
