@@ -48,6 +48,8 @@ class PlannerResult:
     valid: bool
     method: str = "planned"
     note: str = ""
+    arena_bytes: int | None = None          # RoamLayout's arena (None: StaticPlanBlockMemory)
+    arena_lower_bound_bytes: int | None = None  # max live bytes of the arena's tensors in this order
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -119,7 +121,9 @@ def run_planner(scheduled: tvm.IRModule, planner: str, target="llvm", func: str 
     # hand back to StaticPlanBlockMemory is still a valid plan.
     result = PlannerResult(peak_bytes=peak, order_bound_bytes=unplanned.peak(),
                            intermediate_bytes=peak - g.always_live_bytes, plan_seconds=seconds,
-                           valid=True, note="; ".join(notes))
+                           valid=True, note="; ".join(notes),
+                           arena_bytes=layout_rec.arena_bytes if layout_rec and layout_rec.status == "roam" else None,
+                           arena_lower_bound_bytes=layout_rec.lower_bound_bytes if layout_rec else None)
     extras = {"unplanned": unplanned, "planned_graph": g, "lowered": lowered, "planned": planned,
               "order_record": order_rec, "layout_record": layout_rec}
     return result, extras
