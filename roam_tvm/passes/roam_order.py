@@ -93,7 +93,9 @@ class RoamOrder:
         g.check_order(order)  # independent check, whatever the core did
         before, after = g.peak(), g.peak(order)
         status = "reordered"
-        if after > before:
+        if after >= before:
+            # No gain with perfect packing: keep the program order, which TVM's own
+            # planner was tuned on (an equal-peak reorder can still pack worse).
             order, after, status = list(range(len(g.ops))), before, "kept program order (no gain)"
         rec = OrderRecord(function=g.name, status=status, ops=len(g.ops), pieces=result.pieces,
                           optimal=result.optimal, time_limited=result.time_limited, fallback=result.fallback,
