@@ -255,6 +255,38 @@ def test_tiny_gpt2_tied_adamw():
 
 
 # ------------------------------------------------------------------------------------------
+# The ResNet-18 "gradient gap" of docs/tvm-notes (median rel. err 1.2e-2 vs float64).
+#
+# Finding (measured here): no Relax gradient is wrong. In float64, TVM's train_step for a
+# ResNet-18 with the ImageNet stem (conv 7x7/2 pad 3, BN, ReLU, maxpool 3x3/2 pad 1,
+# stride-2 convs with 1x1 downsample) matches torch's float64 autograd to 1.7e-14 (max
+# over parameters of max|dg|/max|g|; median 7.6e-15): conv2d backward with
+# stride/padding/output_padding, max_pool2d_backward with padding and ReLU ties, and the
+# BatchNorm decomposition are all exact. In float32 at 128x128, batch 4, torch itself is
+# off its own float64 result by up to 1.1e-2 on the same parameters as TVM (BN biases
+# and the conv right before them: their gradients are sums over N*H*W terms that cancel
+# almost exactly, so any fp32 rounding is amplified), and TVM's per-parameter error equals
+# torch's to 3 digits there. The only TVM-specific effect is a ~3x larger *median* error
+# (7.8e-6 vs 2.8e-6): TVM's llvm reductions (conv weight gradients, BN sums over N*H*W)
+# accumulate sequentially in fp32, while torch uses blocked/pairwise sums. A "median
+# relative error" of 1.2e-2 needs elementwise |dg|/|g| on near-zero gradient entries; it
+# is a conditioning artefact, not a wrong op. `test_resnet18_imagenet_stem_float64` pins
+# the exactness; the fp32 tolerance above is not loosened for it.
+
+
+@pytest.mark.slow
+def test_resnet18_imagenet_stem_float64():
+    from roam_tvm.zoo.vision import ResNet18
+
+    torch.manual_seed(0)
+    m = ResNet18(10, 8, small_stem=False).double()
+    x = torch.randn(2, 3, 64, 64, dtype=torch.float64)
+    y = torch.randint(0, 10, (2,))
+    compare_step(m, (x,), (y,), "cross_entropy", SGD(lr=0.1, momentum=0.9, weight_decay=1e-4),
+                 dtype="float64")
+
+
+# ------------------------------------------------------------------------------------------
 # zoo models at their small test size
 
 ZOO_FAST = ["mlp", "cnn", "gpt2-small"]
