@@ -5,7 +5,9 @@ the lowest aligned offset (``fit="first"``) or to the tightest gap
 (``fit="best"``) among the already placed buffers whose lifespans overlap its
 own. Orders:
 
-* ``size``: largest first (ties: longest first);
+* ``size``: largest first (ties: input order -- on real traces the input order
+  is allocation order, and keeping it beats every other tie-break we tried);
+* ``size_long``: largest first (ties: longest first, then earliest start);
 * ``length``: longest lifespan first;
 * ``area``: largest size x length first;
 * ``long_lived``: ROAM's rule -- buffers living at least half the span are
@@ -26,7 +28,7 @@ import numpy as np
 from .problem import Problem, Solution
 
 INF = np.int64(1) << np.int64(62)
-ORDERS = ("size", "long_lived", "area", "length", "start")
+ORDERS = ("size", "size_long", "area", "long_lived", "length", "start")
 
 
 class Arrays:
@@ -132,6 +134,8 @@ def order_for(arr: Arrays, name: str, rng: np.random.Generator | None = None) ->
     area = size * length
     idx = np.nonzero(arr.active)[0]
     if name == "size":
+        keys = (-size[idx],)
+    elif name == "size_long":
         keys = (lower[idx], -length[idx], -size[idx])
     elif name == "length":
         keys = (-size[idx], -length[idx])
@@ -147,9 +151,14 @@ def order_for(arr: Arrays, name: str, rng: np.random.Generator | None = None) ->
     elif name == "random":
         rng = rng or np.random.default_rng()
         return idx[rng.permutation(len(idx))]
+    elif name == "perturbed":
+        # largest first with sizes jittered by up to ~3 %: a neighbour of "size"
+        rng = rng or np.random.default_rng()
+        noisy = size[idx] * (1.0 + 0.03 * rng.random(len(idx)))
+        keys = (-noisy,)
     else:
         raise ValueError(f"unknown order {name!r}; use one of {ORDERS}")
-    return idx[np.lexsort(keys)]
+    return idx[np.lexsort(keys)] if len(keys) > 1 else idx[np.argsort(keys[0], kind="stable")]
 
 
 def place(arr: Arrays, order: Sequence[int], fit: str = "first", index: OverlapIndex | None = None,

@@ -11,21 +11,29 @@
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
-from .heuristics import Arrays, OverlapIndex, lowest_fit, order_for
+from .heuristics import Arrays, OverlapIndex, lowest_fit
 from .problem import Problem, Solution
 from .validate import is_valid
 
 
-def compact(arr: Arrays, index: OverlapIndex, offsets: np.ndarray, rounds: int = 2) -> np.ndarray:
-    """Slide every buffer (lowest first) down to the lowest free aligned offset."""
+def compact(arr: Arrays, index: OverlapIndex, offsets: np.ndarray, rounds: int = 2,
+            deadline: float | None = None) -> np.ndarray:
+    """Slide every buffer (lowest first) down to the lowest free aligned offset.
+
+    Always valid: stopping at ``deadline`` keeps the moves made so far.
+    """
     offs = offsets.copy()
     ends = offs + arr.size
     act = np.nonzero(arr.active)[0]
     for _ in range(rounds):
         moved = False
-        for i in act[np.argsort(offs[act], kind="stable")].tolist():
+        for c, i in enumerate(act[np.argsort(offs[act], kind="stable")].tolist()):
+            if deadline is not None and c % 256 == 255 and time.perf_counter() > deadline:
+                return offs
             cand = index.overlapping(i)
             o = lowest_fit(offs[cand], ends[cand], int(arr.size[i]), int(arr.align[i]))
             if o < offs[i]:
@@ -37,12 +45,15 @@ def compact(arr: Arrays, index: OverlapIndex, offsets: np.ndarray, rounds: int =
     return offs
 
 
-def repair(arr: Arrays, index: OverlapIndex, offsets: np.ndarray) -> np.ndarray:
-    """Re-place the smaller buffer of every conflicting pair at its lowest free offset."""
+def repair(arr: Arrays, index: OverlapIndex, offsets: np.ndarray,
+           deadline: float | None = None) -> np.ndarray | None:
+    """Re-place the smaller buffer of every conflicting pair at its lowest free offset (None past deadline)."""
     offs = offsets.copy()
     ends = offs + arr.size
     act = np.nonzero(arr.active)[0]
-    for i in act[np.argsort(-arr.size[act], kind="stable")].tolist():
+    for c, i in enumerate(act[np.argsort(-arr.size[act], kind="stable")].tolist()):
+        if deadline is not None and c % 256 == 255 and time.perf_counter() > deadline:
+            return None
         cand = index.overlapping(i)
         clash = cand[(offs[cand] < ends[i]) & (offs[i] < ends[cand]) & (arr.size[cand] >= arr.size[i])]
         if len(clash):
@@ -66,8 +77,8 @@ def windows(arr: Arrays, pieces: int) -> list[tuple[int, int]]:
 
 
 def join_solve(problem: Problem, pieces: int = 4, arr: Arrays | None = None,
-               index: OverlapIndex | None = None) -> Solution | None:
-    """Piecewise layout (see module doc); None if the joined layout does not validate."""
+               index: OverlapIndex | None = None, deadline: float | None = None) -> Solution | None:
+    """Piecewise layout (see module doc); None if it does not validate or ``deadline`` passes."""
     arr = arr or Arrays(problem)
     index = index or OverlapIndex(arr)
     act = np.nonzero(arr.active)[0]
@@ -84,12 +95,14 @@ def join_solve(problem: Problem, pieces: int = 4, arr: Arrays | None = None,
     order = list(long_[np.lexsort((-arr.size[long_], -arr.length[long_]))])
     for k in range(len(wins)):
         local = act[(win_of[act] == k) & ~crosses[act]]
-        sub = order_for(arr, "size")
-        order += [i for i in sub.tolist() if i in set(local.tolist())] if len(local) < 64 else \
-            list(local[np.lexsort((-arr.length[local], -arr.size[local]))])
+        order += list(local[np.argsort(-arr.size[local], kind="stable")])
     from .heuristics import place
-    offs = place(arr, np.array(order, np.int64), "best", index)
-    offs = repair(arr, index, offs)
-    offs = compact(arr, index, offs)
+    offs = place(arr, np.array(order, np.int64), "best", index, deadline)
+    if offs is None:
+        return None
+    offs = repair(arr, index, offs, deadline)
+    if offs is None:
+        return None
+    offs = compact(arr, index, offs, deadline=deadline)
     sol = arr.solution(offs, f"join-{pieces}")
     return sol if is_valid(problem, sol) else None

@@ -87,9 +87,29 @@ class _Sub:
         self.ov = (lower[:, None] < upper[None, :]) & (lower[None, :] < upper[:, None])
         np.fill_diagonal(self.ov, False)
         self.total0 = (self.inc * self.size[:, None]).sum(0)
-        # number of buffers spanning the boundary between section s and s + 1
-        self.cuts0 = (self.inc[:, :-1] & self.inc[:, 1:]).sum(0) if self.nsec > 1 else np.zeros(0, np.int64)
         self.length = upper - lower
+        self.cuts0 = np.zeros(self.nsec + 1, np.int64)
+        for a, b in zip(self.sl.tolist(), self.su.tolist()):
+            if b - a > 1:
+                self.cuts0[a + 1:b] += 1
+        self.nbrs = [np.flatnonzero(self.ov[i]) for i in range(m)]
+        cnt = self.inc.sum(0) if self.nsec else np.zeros(0, np.int64)
+        width = max(int(cnt.max(initial=0)), 1)
+        self.members = np.full((self.nsec, width), m, np.int64)
+        for s in range(self.nsec):
+            mem = np.flatnonzero(self.inc[:, s])
+            self.members[s, :len(mem)] = mem
+        self.key = list(zip(lower.tolist(), upper.tolist(), self.size.tolist(), self.align.tolist()))
+
+    def twins(self, rank: np.ndarray) -> list[int]:
+        """For each buffer, the previous identical buffer in rank order (-1 if none)."""
+        prev: dict = {}
+        out = [-1] * self.m
+        for i in np.argsort(rank, kind="stable").tolist():
+            k = self.key[i]
+            out[i] = prev.get(k, -1)
+            prev[k] = i
+        return out
 
     def preorder(self, key: str) -> np.ndarray:
         """Rank of each buffer under a preorder key string (0 = first)."""
@@ -110,107 +130,130 @@ class _Sub:
 
 def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, node_limit: int,
             counter: list[int]) -> np.ndarray | None:
+    """Depth-first search for one static preorder; offsets or None (proved infeasible).
+
+    All per-node work is O(neighbours + sections) numpy on small arrays: minimum
+    offsets live in ``mo`` (placed buffers hold a huge sentinel so they drop out
+    of every minimum), a section's floor is a gather over a padded member table.
+    """
     m, cap, nsec = sub.m, sub.capacity, sub.nsec
-    size, align, sl, su, inc, ov = sub.size, sub.align, sub.sl, sub.su, sub.inc, sub.ov
+    size, align, sl, su = sub.size, sub.align, sub.sl, sub.su
     sizel, alignl, sll, sul, rankl = size.tolist(), align.tolist(), sl.tolist(), su.tolist(), rank.tolist()
+    nbrs, members, twin = sub.nbrs, sub.members, sub.twins(rank)
+    BIG = np.int64(1) << np.int64(60)
+    mo = np.zeros(m + 1, np.int64)  # index m: padding, always BIG
+    mo[m] = BIG
+    placed = [False] * m
     off = np.full(m, -1, np.int64)
-    minoff = np.zeros(m, np.int64)
-    unpl = np.ones(m, bool)
-    floor = np.zeros(nsec, np.int64)
     total = sub.total0.copy()
-    cuts = sub.cuts0.copy()
+    cuts = sub.cuts0.copy()  # cuts[b]: unplaced buffers crossing the boundary before section b
     best = np.zeros(m, np.int64)
     nodes = [0]
-    if (total > cap).any():
+    if nsec and int(total.max()) > cap:
         return None
-    INF = np.int64(1) << np.int64(62)
+    if int((size).max(initial=0)) > cap:
+        return None
     mono, infer, unfloor = params.monotonic_floor, params.section_inference, params.unallocated_floor
     canon, dom, decomp = params.canonical_only, params.check_dominance, params.decompose
+    capv = np.int64(cap)
 
     def rec(part: np.ndarray, slo: int, shi: int, last_off: int, last_rank: int) -> bool:
         nodes[0] += 1
-        if nodes[0] & 127 == 0 and time.perf_counter() > deadline:
+        if nodes[0] & 255 == 0 and time.perf_counter() > deadline:
             raise _Timeout
         if nodes[0] > node_limit:
             raise _NodeLimit
-        cand = part[unpl[part]]
-        if not len(cand):
-            placed = off >= 0
-            best[placed] = off[placed]
+        mp = mo[part]
+        live = mp < BIG
+        if not live.any():
+            best[:] = np.where(off >= 0, off, best)
             return True
-        mo = minoff[cand]
-        order = np.lexsort((rank[cand], mo))
-        min_height = int((mo + size[cand]).min())
-        for i, o in zip(cand[order].tolist(), mo[order].tolist()):
-            if dom and o >= min_height:
-                break
+        part = part[live]
+        mp = mp[live]
+        heights = mp + size[part]
+        if int(heights.max()) > cap:
+            return False
+        min_height = int(heights.min())
+        sel = mp < min_height if dom else np.ones(len(part), bool)
+        cp, cm = part[sel], mp[sel]
+        order = np.lexsort((rank[cp], cm))
+        for i, o in zip(cp[order].tolist(), cm[order].tolist()):
             if canon and (o < last_off or (o == last_off and rankl[i] < last_rank)):
                 continue
-            top = o + sizel[i]
-            if top > cap:
+            tw = twin[i]
+            if tw >= 0 and not placed[tw]:
                 continue
+            sz = sizel[i]
+            top = o + sz
             a, b = sll[i], sul[i]
-            save_min = minoff.copy()
-            save_floor = floor[slo:shi].copy()
-            unpl[i] = False
+            placed[i] = True
             off[i] = o
-            ch = ov[i] & unpl & (minoff < top)
-            changed = bool(ch.any())
-            if changed:
-                al = align[ch]
-                minoff[ch] = -(-top // al) * al
-            floor[a:b] = top
-            total[a:b] -= sizel[i]
-            if unfloor and changed:
-                idx = part[unpl[part]]
-                if len(idx):
-                    M = np.where(inc[idx, slo:shi], minoff[idx][:, None], INF).min(0)
-                    np.maximum(floor[slo:shi], np.where(M < INF, M, 0), out=floor[slo:shi])
-            ok = True
-            if infer:
-                t = total[slo:shi]
-                f = np.maximum(floor[slo:shi], o) if mono else floor[slo:shi]
-                ok = not ((f + t > cap) & (t > 0)).any()
+            mo[i] = BIG
+            total[a:b] -= sz
+            nb = nbrs[i]
+            old = mo[nb]
+            ch = old < top
+            if ch.any():
+                al = alignl[i]
+                nj = nb[ch]
+                aj = align[nj]
+                mo[nj] = -(-top // aj) * aj
+            else:
+                nj = None
+            if not infer:
+                ok = True
+            elif mono and o + int(total[slo:shi].max()) > cap:
+                ok = False
+            elif unfloor:
+                # only sections whose floor or total changed need the floor test
+                lo_a, hi_a = a, b
+                if nj is not None:
+                    lo_a = min(lo_a, int(sl[nj].min()))
+                    hi_a = max(hi_a, int(su[nj].max()))
+                lo_a, hi_a = max(lo_a, slo), min(hi_a, shi)
+                f = mo[members[lo_a:hi_a]].min(1)
+                np.minimum(f, capv, out=f)
+                f += total[lo_a:hi_a]
+                ok = not (f > capv).any()
+            else:
+                ok = True
             if ok:
                 zeros = []
                 if decomp and b - a > 1:
-                    cuts[a:b - 1] -= 1
-                    zeros = (np.nonzero(cuts[a:b - 1] == 0)[0] + a + 1).tolist()
+                    cuts[a + 1:b] -= 1
+                    zeros = (np.flatnonzero(cuts[a + 1:b] == 0) + a + 1).tolist()
                 if zeros:
                     bounds = [slo] + zeros + [shi]
-                    rest = part[unpl[part]]
+                    rest = part[mo[part] < BIG]
                     rsl, rsu = sl[rest], su[rest]
-                    any_sub = False
                     for lo_s, hi_s in zip(bounds[:-1], bounds[1:]):
                         sp = rest[(rsl >= lo_s) & (rsu <= hi_s)]
-                        if len(sp):
-                            any_sub = True
-                            if not rec(sp, lo_s, hi_s, 0, -1):
-                                ok = False
-                                break
-                    if not any_sub:  # nothing left to place here: this is a leaf
-                        placed = off >= 0
-                        best[placed] = off[placed]
+                        if len(sp) and not rec(sp, lo_s, hi_s, 0, -1):
+                            ok = False
+                            break
+                    if ok:
+                        best[:] = np.where(off >= 0, off, best)
                 else:
                     ok = rec(part, slo, shi, o, rankl[i])
                 if decomp and b - a > 1:
-                    cuts[a:b - 1] += 1
-            total[a:b] += sizel[i]
-            floor[slo:shi] = save_floor
-            minoff[:] = save_min
+                    cuts[a + 1:b] += 1
+            if nj is not None:
+                mo[nb] = old
+            total[a:b] += sz
+            mo[i] = o
             off[i] = -1
-            unpl[i] = True
+            placed[i] = False
             if ok:
                 return True
         return False
 
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old, 4 * m + 1000))
+    old_lim = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_lim, 4 * m + 1000))
     try:
         found = rec(np.arange(m), 0, nsec, 0, -1)
     finally:
         counter[0] += nodes[0]
-        sys.setrecursionlimit(old)
+        sys.setrecursionlimit(old_lim)
     return best if found else None
 
 

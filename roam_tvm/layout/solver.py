@@ -60,8 +60,19 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
         return h <= max(lb, target or 0)
 
     box = [None]
-    best = box[0] = best_heuristic(problem, ORDERS, ("first", "best"), time_limit=0.4 * time_limit, stop_at=lb,
+    act = np.nonzero(arr.active)[0]
+    from .search import too_big
+    searchable = method in ("auto", "search") and not too_big(arr.lower[act], arr.upper[act], MAX_SEARCH_BUFFERS)
+    # Without a search to follow, the greedy orders are the best use of the time.
+    share = 0.4 if searchable else 0.8
+    best = box[0] = best_heuristic(problem, ORDERS, ("best", "first"), time_limit=share * time_limit, stop_at=lb,
                           arr=arr, index=index)
+    tried = best.stats.get("heuristics", [])
+    pass_s = (time.perf_counter() - t0) / max(len(tried), 1)  # seconds per greedy pass
+
+    def room(k: float = 1.5) -> bool:
+        """Enough time left for a stage costing about k greedy passes."""
+        return deadline - time.perf_counter() > k * pass_s
     if not is_valid(structural, best):  # pragma: no cover - the heuristics are exact by construction
         raise AssertionError("heuristic produced an invalid layout")
     say(f"heuristics: {best.height} ({best.method}), lower bound {lb}")
@@ -78,22 +89,25 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
             best = box[0] = sol
             say(f"{name}: {sol.height} ({sol.height / max(lb, 1):.5f} x LB)")
 
-    if not target_done(best.height) and time.perf_counter() < deadline:
+    if not target_done(best.height) and room():
         offs = np.array([best.offsets[b.id] for b in problem.buffers], np.int64)
-        c = arr.solution(compact(arr, index, offs), best.method + "+compact")
+        c = arr.solution(compact(arr, index, offs, deadline=deadline), best.method + "+compact")
         consider(c, "compaction")
         best = box[0]
 
-    if method in ("auto", "join") and not target_done(best.height) and time.perf_counter() < deadline:
+    if method in ("auto", "join") and not target_done(best.height) and room(3):
         for pieces in (2, 4, 8):
-            if time.perf_counter() > deadline - 0.05 * time_limit:
+            if time.perf_counter() > deadline - 0.05 * time_limit or not room(3):
                 break
-            consider(join_solve(structural, pieces, arr, index), f"join-{pieces}")
+            consider(join_solve(structural, pieces, arr, index, deadline), f"join-{pieces}")
         best = box[0]
 
-    act = np.nonzero(arr.active)[0]
-    if method in ("auto", "search") and not target_done(best.height) and 0 < len(act):
+    if searchable and not target_done(best.height) and 0 < len(act):
         _search_descent(problem, arr, act, box, max(lb, target or 0), deadline, params, say, consider)
+        best = box[0]
+
+    if method in ("auto", "greedy") and not target_done(best.height) and room():
+        _iterated_greedy(arr, index, box, max(lb, target or 0), deadline - pass_s, consider)
         best = box[0]
 
     if method in ("auto", "mip") and not target_done(best.height) and len(act) <= MAX_MIP_BUFFERS:
@@ -107,6 +121,22 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
     if problem.capacity is not None:
         best.stats["fits"] = best.height <= problem.capacity
     return best
+
+
+def _iterated_greedy(arr, index, box, goal, deadline, consider) -> None:
+    """Largest-first best fit with jittered sizes, until the deadline (each pass is checked)."""
+    from .heuristics import order_for, place
+    rng = np.random.default_rng(0)
+    k = 0
+    t_start = time.perf_counter()
+    while box[0].height > goal and time.perf_counter() < deadline:
+        if k and time.perf_counter() + (time.perf_counter() - t_start) / k > deadline:
+            break
+        offs = place(arr, order_for(arr, "perturbed", rng), "best", index, deadline)
+        if offs is None:
+            break
+        k += 1
+        consider(arr.solution(offs, f"greedy-perturbed-{k}"), "iterated greedy")
 
 
 def _search_descent(problem, arr, act, box, lb, deadline, params, say, consider) -> None:
