@@ -44,6 +44,10 @@ class SearchParams:
     unallocated_floor: raise a section's floor to its lowest unplaced minimum offset.
     check_dominance: skip placements that leave a gap another buffer would fill.
     decompose: split at time cuts that no lifespan crosses.
+    memo: remember frontiers (unplaced buffers, their minimum offsets, the last
+        offset) proved infeasible; a later path reaching the same frontier by
+        a different arrangement below is cut at once. Kept per preorder across
+        restarts (64-bit hashes: a collision could only hide a solution).
     preorders: static tie-break orders, each a string of keys applied in turn
         (T: peak total of its sections, W: number of sections, A: area,
         S: size, L: length), all descending; tried round-robin with a node
@@ -57,6 +61,7 @@ class SearchParams:
     check_dominance: bool = True
     decompose: bool = True
     preorders: tuple[str, ...] = PREORDERS
+    memo: bool = True
 
 
 class _Timeout(Exception):
@@ -129,7 +134,7 @@ class _Sub:
 
 
 def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, node_limit: int,
-            counter: list[int]) -> np.ndarray | None:
+            counter: list[int], memo: set | None = None) -> np.ndarray | None:
     """Depth-first search for one static preorder; offsets or None (proved infeasible).
 
     All per-node work is O(neighbours + sections) numpy on small arrays: minimum
@@ -170,6 +175,16 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
             return True
         part = part[live]
         mp = mp[live]
+        if memo is not None:
+            key = hash((part.tobytes(), mp.tobytes(), slo, shi, last_off, last_rank))
+            if key in memo:
+                return False
+        ok = _expand(part, mp, slo, shi, last_off, last_rank)
+        if not ok and memo is not None:
+            memo.add(key)
+        return ok
+
+    def _expand(part, mp, slo, shi, last_off, last_rank) -> bool:
         heights = mp + size[part]
         if int(heights.max()) > cap:
             return False
@@ -306,11 +321,13 @@ def search_fit(lower, upper, size, align, capacity: int, time_limit: float = 10.
             sub = _Sub(lower[g], upper[g], size[g], align[g], capacity)
             ranks = [sub.preorder(k) for k in params.preorders] or [np.arange(sub.m)]
             limit = 2 * max(sub.m, 1)
+            memos = [set() if params.memo else None for _ in ranks]
             sol = None
             while sol is None:
-                for rank in ranks:
+                for rank, memo in zip(ranks, memos):
                     try:
-                        sol = _search(sub, rank, params, deadline, limit if len(ranks) > 1 else 1 << 62, counter)
+                        sol = _search(sub, rank, params, deadline, limit if len(ranks) > 1 else 1 << 62, counter,
+                                      memo)
                     except _NodeLimit:
                         continue
                     if sol is None:  # proved infeasible
