@@ -5,6 +5,7 @@
     python benchmarks/run.py --paper                 # + gpt2-xl-paper at batch 1, 2, 4 (the paper's anchors)
     python benchmarks/run.py --quick --models mlp cnn --out /tmp/r --readme /tmp/README.md
     python benchmarks/run.py --report-only           # rebuild report.md, plots and README from zoo.json
+    python benchmarks/run.py --report-only --add xl.json   # add a `roam-tvm compare --json` report run apart
 
 Each model runs in its own process (``python -m roam_tvm compare ... --json``), so a model that fails to
 import or runs out of time is recorded as failed and the others go on. Writes, in ``--out``
@@ -440,6 +441,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=None, help="seconds per model (default 900 quick, 7200)")
     ap.add_argument("--fresh", action="store_true", help="drop entries of zoo.json that are not re-run")
     ap.add_argument("--report-only", action="store_true", help="rebuild report, plots and README from zoo.json")
+    ap.add_argument("--add", nargs="+", default=[], metavar="JSON",
+                    help="add reports written by `roam-tvm compare --json` (e.g. a long run done apart)")
     args = ap.parse_args(argv)
     argv_used = sys.argv[1:] if argv is None else list(argv)
     os.makedirs(args.out, exist_ok=True)
@@ -484,6 +487,19 @@ def main(argv=None) -> int:
         with open(zoo_path, "w") as f:
             json.dump(zoo, f, indent=1)
         print(f"[run.py] wrote {zoo_path}")
+    if args.add:
+        for path in args.add:
+            with open(path) as f:
+                rep = json.load(f)
+            cfg = rep.get("config") or {}
+            key = rep.get("model", os.path.basename(path)) + "@" + ",".join(
+                f"{k}{cfg[k]}" for k in ("batch", "seq", "image") if cfg.get(k) is not None)
+            rep.setdefault("options", {k: cfg[k] for k in ("batch", "seq", "image", "small") if k in cfg})
+            rep["added_from"] = os.path.basename(path)
+            zoo["entries"][key] = rep
+            print(f"[run.py] added {path} as {key}")
+        with open(zoo_path, "w") as f:
+            json.dump(zoo, f, indent=1)
     plot_paths = plots(zoo["entries"], args.out)
     report = write_report(zoo, args.out, plot_paths)
     print(f"[run.py] wrote {report}" + "".join(f", {p}" for p in plot_paths))
