@@ -193,7 +193,7 @@ def main(argv=None) -> int:
 
     def series(rows):
         out = {k: [r[k] / 2**20 for r in rows] for k in PLANNERS}
-        out["bound:order"] = [r["bound:order"] / 2**20 for r in rows]
+        out["lower bound (order)"] = [r["bound:order"] / 2**20 for r in rows]
         return out
 
     pytorch_how = by_batch[0]["pytorch_method"]
