@@ -46,8 +46,10 @@ class SearchParams:
     decompose: split at time cuts that no lifespan crosses.
     memo: remember frontiers (unplaced buffers, their minimum offsets, the last
         offset) proved infeasible; a later path reaching the same frontier by
-        a different arrangement below is cut at once. Kept per preorder across
-        restarts (64-bit hashes: a collision could only hide a solution).
+        a different arrangement below is cut at once. The key does not depend
+        on the preorder (the tie rule enters as the set of buffers still allowed
+        at the last offset), so refutations are shared by every preorder and
+        restart (64-bit hashes: a collision could only hide a solution).
     preorders: static tie-break orders, each a string of keys applied in turn
         (T: peak total of its sections, W: number of sections, A: area,
         S: size, L: length), all descending; tried round-robin with a node
@@ -62,6 +64,7 @@ class SearchParams:
     decompose: bool = True
     preorders: tuple[str, ...] = PREORDERS
     memo: bool = True
+    suffix_check: bool = True
 
 
 class _Timeout(Exception):
@@ -161,6 +164,8 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
     mono, infer, unfloor = params.monotonic_floor, params.section_inference, params.unallocated_floor
     canon, dom, decomp = params.canonical_only, params.check_dominance, params.decompose
     capv = np.int64(cap)
+    suffix = params.suffix_check
+    sizep = np.append(size, 0)
 
     def rec(part: np.ndarray, slo: int, shi: int, last_off: int, last_rank: int) -> bool:
         nodes[0] += 1
@@ -176,7 +181,9 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
         part = part[live]
         mp = mp[live]
         if memo is not None:
-            key = hash((part.tobytes(), mp.tobytes(), slo, shi, last_off, last_rank))
+            # preorder-free key: which buffers may still sit at last_off replaces last_rank
+            tie = (mp == last_off) & (rank[part] > last_rank)
+            key = hash((part.tobytes(), mp.tobytes(), slo, shi, last_off, tie.tobytes()))
             if key in memo:
                 return False
         ok = _expand(part, mp, slo, shi, last_off, last_rank)
@@ -192,6 +199,13 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
         sel = mp < min_height if dom else np.ones(len(part), bool)
         cp, cm = part[sel], mp[sel]
         order = np.lexsort((rank[cp], cm))
+        if mono and infer:
+            # the monotonic test needs no state change: after placing i at o, every
+            # section's unplaced bytes must fit above o
+            T = total[slo:shi]
+            nT = len(T)
+            pre = np.maximum.accumulate(T).tolist()
+            suf = np.maximum.accumulate(T[::-1])[::-1].tolist()
         for i, o in zip(cp[order].tolist(), cm[order].tolist()):
             if canon and (o < last_off or (o == last_off and rankl[i] < last_rank)):
                 continue
@@ -201,6 +215,15 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
             sz = sizel[i]
             top = o + sz
             a, b = sll[i], sul[i]
+            if mono and infer:
+                ra, rb = a - slo, b - slo
+                worst = int(T[ra:rb].max()) - sz
+                if ra > 0 and pre[ra - 1] > worst:
+                    worst = pre[ra - 1]
+                if rb < nT and suf[rb] > worst:
+                    worst = suf[rb]
+                if o + worst > cap:
+                    continue
             placed[i] = True
             off[i] = o
             mo[i] = BIG
@@ -217,8 +240,6 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
                 nj = None
             if not infer:
                 ok = True
-            elif mono and o + int(total[slo:shi].max()) > cap:
-                ok = False
             elif unfloor:
                 # only sections whose floor or total changed need the floor test
                 lo_a, hi_a = a, b
@@ -230,6 +251,18 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
                 np.minimum(f, capv, out=f)
                 f += total[lo_a:hi_a]
                 ok = not (f > capv).any()
+                if ok and suffix:
+                    # energetic check: buffers whose minimum offset is at least x need
+                    # their sizes' worth of room above x (x = each minimum offset)
+                    memb = members[lo_a:hi_a]
+                    g = mo[memb]
+                    srt = np.argsort(-g, axis=1, kind="stable")
+                    gs = np.take_along_axis(g, srt, 1)
+                    live_g = gs < BIG
+                    cs = np.cumsum(np.where(live_g, np.take_along_axis(sizep[memb], srt, 1), 0), axis=1)
+                    np.maximum(gs, o, out=gs)
+                    gs += cs
+                    ok = not ((gs > capv) & live_g).any()
             else:
                 ok = True
             if ok:
@@ -321,7 +354,8 @@ def search_fit(lower, upper, size, align, capacity: int, time_limit: float = 10.
             sub = _Sub(lower[g], upper[g], size[g], align[g], capacity)
             ranks = [sub.preorder(k) for k in params.preorders] or [np.arange(sub.m)]
             limit = 2 * max(sub.m, 1)
-            memos = [set() if params.memo else None for _ in ranks]
+            shared = set() if params.memo else None  # refutations hold for every preorder
+            memos = [shared for _ in ranks]
             sol = None
             while sol is None:
                 for rank, memo in zip(ranks, memos):
