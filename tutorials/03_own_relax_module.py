@@ -193,12 +193,15 @@ def main(argv=None) -> int:
     print(f"DSA {os.path.relpath(path)}: {len(problem.buffers)} buffers, lower bound (max live) "
           f"{problem.lower_bound()}, solved height {sol.height} by {sol.method!r}, "
           f"{'valid' if not bad else 'INVALID: ' + '; '.join(bad[:3])}")
-    for b in problem.buffers:
+    for b in problem.buffers[:12]:
         print(f"  {b.id:6s} [{b.lower:3d}, {b.upper:3d})  size {b.size:5d}  offset {sol.offsets[b.id]}")
+    if len(problem.buffers) > 12:
+        print(f"  ... ({len(problem.buffers) - 12} more in the solved CSV)")
     solved_csv = os.path.join(args.out, "dsa_solved.csv")
     write_csv(solved_csv, problem, sol)
     fig, ax = plt.subplots(figsize=(7, 4))
-    plot_timeline(ax, problem.buffers, sol.offsets, lower_bound=problem.lower_bound(), label_top=20, unit="B",
+    plot_timeline(ax, problem.buffers, sol.offsets, lower_bound=problem.lower_bound(), label_top=20 if len(problem.buffers) <= 50 else 0,
+                  unit="B" if sol.height < 10**4 else None,
                   title=f"{os.path.basename(path)}: height {sol.height} ({sol.method})", xlabel="time")
     dsa_png = save(fig, os.path.join(args.out, "dsa.png"))
     print(f"wrote {dsa_png} and {solved_csv}")
