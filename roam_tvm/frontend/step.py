@@ -321,7 +321,7 @@ def _resolve(expr, defs):
 def build_train_step(fwd: relax.Function, *, input_names, target_names, param_names,
                      optimizer: Optimizer, bn_specs=(), param_values=None, buffer_values=None,
                      meta=False, quiet=True, progress=None, extra_module=None,
-                     carry_names=()) -> TrainingStep:
+                     carry_names=(), precise_reductions=True) -> TrainingStep:
     """Core: ``fwd(inputs..., targets..., params...) -> loss`` into a ``TrainingStep``.
 
     ``fwd``'s params must be ordered inputs, targets, params, with the given names.
@@ -362,13 +362,14 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     adj = mod["fwd_adjoint"]
     progress("placing optimizer updates")
     return _assemble(adj, n_in=n_in, n_tg=n_tg, n_p=n_p, carry_names=list(carry_names),
+                     precise_reductions=precise_reductions,
                      input_names=input_names,
                      target_names=target_names, param_names=param_names, optimizer=optimizer,
                      bn_info=bn_info, param_values=param_values, buffer_values=buffer_values,
                      meta=meta, extra_module=extra_module)
 
 
-def _assemble(adj, *, n_in, n_tg, n_p, carry_names, input_names, target_names, param_names, optimizer, bn_info,
+def _assemble(adj, *, n_in, n_tg, n_p, carry_names, precise_reductions, input_names, target_names, param_names, optimizer, bn_info,
               param_values, buffer_values, meta, extra_module):
     binds = _bindings(adj)
     defs = {b.var: b.value for b in binds}
@@ -547,7 +548,11 @@ def _assemble(adj, *, n_in, n_tg, n_p, carry_names, input_names, target_names, p
             emit_updates(-1)
             for i, b in enumerate(binds):
                 if b.var not in ret_pack:
-                    bb.emit_normalized(b)
+                    new = blocked_reduction(bb, b.value, b.var) if precise_reductions else None
+                    if new is None:
+                        bb.emit_normalized(b)
+                    else:
+                        bb.emit_normalized(relax.VarBinding(b.var, bb.normalize(new)))
                 emit_updates(i)
             out = bb.emit_output(relax.Tuple([loss, relax.Tuple(updated)]))
         bb.emit_func_output(out)
@@ -567,3 +572,59 @@ def _attrs_dict(func) -> dict:
     if func.attrs is None:
         return {}
     return {str(k): v for k, v in func.attrs.items()}
+
+
+# ------------------------------------------------------------------------------------------
+# precise reductions
+
+
+def _split_axes(x, axes):
+    nd = x.ty.ndim
+    return sorted({int(a) % nd for a in axes}, reverse=True)
+
+
+def blocked_reduction(bb, value, var):
+    """Rewrite a float multi-axis ``sum``/``mean``/``collapse_sum_to`` as a chain of one-axis
+    reductions (``keepdims=True``), then a reshape to the original output shape.
+
+    TVM's llvm legalization accumulates a reduction sequentially in the output dtype: summing
+    n fp32 terms has an error ~ n * eps. BatchNorm backward sums over N*H*W (50k terms for a
+    ResNet-18 stem at 224x224), which made fp32 gradients ~1e-3..1e-2 off (docs/tvm-notes'
+    "ResNet-18 gap"). Reducing one axis at a time bounds the error by (sum of extents) * eps
+    at the cost of small intermediates (|x| / extent of the first axis reduced). Returns the
+    replacement expression, or None to keep the binding.
+    """
+    name = _op_name(value)
+    if name not in ("relax.sum", "relax.mean", "relax.collapse_sum_to"):
+        return None
+    x = value.args[0]
+    ty = x.ty
+    if not isinstance(ty, relax.TensorType) or not str(ty.dtype).startswith(("float", "bfloat")):
+        return None
+    if ty.shape is None or not hasattr(ty.shape, "values"):
+        return None
+    try:
+        shape = [int(s) for s in ty.shape.values]
+    except TypeError:
+        return None
+    if name == "relax.collapse_sum_to":
+        tgt = [int(s) for s in var.ty.shape.values]
+        lead = len(shape) - len(tgt)
+        axes = list(range(lead)) + [lead + i for i, t in enumerate(tgt)
+                                    if t == 1 and shape[lead + i] != 1]
+        op = "sum"
+    else:
+        if value.attrs.axis is None:
+            axes = list(range(len(shape)))
+        else:
+            axes = [int(a) for a in value.attrs.axis]
+        op = "sum" if name == "relax.sum" else "mean"
+    axes = [a for a in _split_axes(x, axes) if shape[a] != 1]
+    if len(axes) < 2:
+        return None
+    y = x
+    for a in axes:
+        f = relax.op.sum if op == "sum" else relax.op.mean
+        y = bb.emit(f(y, axis=[a], keepdims=True))
+    out_shape = [int(s) for s in var.ty.shape.values]
+    return relax.op.reshape(y, out_shape)

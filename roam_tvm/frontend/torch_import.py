@@ -188,7 +188,8 @@ def _fix_bindings(func: relax.Function) -> relax.Function:
 
 
 def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: Optimizer | None = None,
-               keep_params=True, quiet=True, dynamic_shapes=None) -> TrainingStep:
+               keep_params=True, quiet=True, dynamic_shapes=None,
+               precise_reductions=True) -> TrainingStep:
     """Import ``model`` with ``loss`` and ``optimizer`` into a one-function training step.
 
     ``example_inputs`` / ``targets``: tuples of tensors (a single tensor is accepted).
@@ -199,6 +200,9 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: 
     ``dynamic_shapes``: optional, one ``torch.export`` spec per input then per target
     (e.g. ``({0: Dim("b", max=64)}, {0: Dim("b", max=64)})``); every dynamic dim needs
     an upper bound.
+    ``precise_reductions``: split multi-axis float sums/means into one-axis steps (see
+    ``step.blocked_reduction``; fixes fp32 gradient error of large BatchNorm layers).
+    ``quiet=False`` prints stage messages on stderr.
     """
     torch = _torch()
     progress = _Progress(quiet)
@@ -330,7 +334,7 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: 
     ts = build_train_step(func, input_names=input_names, target_names=target_names,
                           param_names=param_names, optimizer=optimizer, bn_specs=bn_specs,
                           param_values=values, buffer_values=bufs, meta=meta or not keep_params,
-                          progress=progress)
+                          progress=progress, precise_reductions=precise_reductions)
     ts.meta = meta
     if not keep_params and not meta:
         ts.param_values = None
