@@ -219,23 +219,22 @@ def best_heuristic(problem: Problem, orders: Sequence[str] = ORDERS, fits: Seque
     index = index or OverlapIndex(arr)
     best: Solution | None = None
     tried = []
-    for order in orders:
-        for fit in fits:
-            deadline = None if (best is None or time_limit is None) else t0 + time_limit
-            offs = place(arr, order_for(arr, order), fit, index, deadline)
-            if offs is None:
-                break
-            sol = arr.solution(offs, f"greedy-{order}-{fit}")
-            tried.append((sol.method, sol.height))
-            if best is None or sol.height < best.height:
-                best = sol
-            if stop_at is not None and best.height <= stop_at:
-                break
-            if time_limit is not None and time.perf_counter() - t0 > time_limit:
-                break
-        else:
-            continue
-        break
+    # The two size orders under every fit first (on big traces only a few passes fit in the time),
+    # then the other orders.
+    pairs = [(o, f) for f in fits for o in orders[:2]] + [(o, f) for o in orders[2:] for f in fits]
+    for order, fit in pairs:
+        deadline = None if (best is None or time_limit is None) else t0 + time_limit
+        offs = place(arr, order_for(arr, order), fit, index, deadline)
+        if offs is None:
+            break
+        sol = arr.solution(offs, f"greedy-{order}-{fit}")
+        tried.append((sol.method, sol.height))
+        if best is None or sol.height < best.height:
+            best = sol
+        if stop_at is not None and best.height <= stop_at:
+            break
+        if time_limit is not None and time.perf_counter() - t0 > time_limit:
+            break
     assert best is not None
     best.stats["heuristics"] = tried
     return best

@@ -44,6 +44,10 @@ class SearchParams:
     unallocated_floor: raise a section's floor to its lowest unplaced minimum offset.
     check_dominance: skip placements that leave a gap another buffer would fill.
     decompose: split at time cuts that no lifespan crosses.
+    suffix_check: energetic test per section: the buffers whose minimum offset
+        is at least x need their total size above max(x, last offset).
+    hatless: when the buffer just tried has no unplaced buffer beside it in
+        time, its failure ends the node (any solution could place it first).
     memo: remember frontiers (unplaced buffers, their minimum offsets, the last
         offset) proved infeasible; a later path reaching the same frontier by
         a different arrangement below is cut at once. The key does not depend
@@ -65,6 +69,7 @@ class SearchParams:
     preorders: tuple[str, ...] = PREORDERS
     memo: bool = True
     suffix_check: bool = True
+    hatless: bool = True
 
 
 class _Timeout(Exception):
@@ -165,6 +170,7 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
     canon, dom, decomp = params.canonical_only, params.check_dominance, params.decompose
     capv = np.int64(cap)
     suffix = params.suffix_check
+    hatless_on = params.hatless
     sizep = np.append(size, 0)
 
     def rec(part: np.ndarray, slo: int, shi: int, last_off: int, last_rank: int) -> bool:
@@ -293,6 +299,9 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
             placed[i] = False
             if ok:
                 return True
+            if hatless_on and not (old < BIG).any():
+                # nothing unplaced lives beside i: any solution could put i right here first
+                return False
         return False
 
     old_lim = sys.getrecursionlimit()

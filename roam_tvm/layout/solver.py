@@ -65,7 +65,7 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
     searchable = method in ("auto", "search") and not too_big(arr.lower[act], arr.upper[act], MAX_SEARCH_BUFFERS)
     # Without a search to follow, the greedy orders are the best use of the time.
     share = 0.4 if searchable else 0.8
-    best = box[0] = best_heuristic(problem, ORDERS, ("best", "first"), time_limit=share * time_limit, stop_at=lb,
+    best = box[0] = best_heuristic(problem, ORDERS, ("first", "best"), time_limit=share * time_limit, stop_at=lb,
                           arr=arr, index=index)
     tried = best.stats.get("heuristics", [])
     pass_s = (time.perf_counter() - t0) / max(len(tried), 1)  # seconds per greedy pass
@@ -147,20 +147,22 @@ def _search_descent(problem, arr, act, box, lb, deadline, params, say, consider)
         say("search: skipped (a time-connected group is too large)")
         return
     cap = problem.capacity
-    infeasible_below = lb  # every height < lb is infeasible
+    infeasible_below = lb  # every height < lb is infeasible (proved)
+    unsettled_at = -1  # the highest capacity the search ran out of time on
     targets_tried = set()
     first = cap if (cap is not None and box[0].height > cap) else lb
     target = first
     while box[0].height > infeasible_below and time.perf_counter() < deadline:
         best = box[0]
-        if target in targets_tried or target >= best.height:
-            target = (infeasible_below + best.height - 1) // 2
-            if target in targets_tried or target < infeasible_below:
+        lo_try = max(infeasible_below, unsettled_at + 1)
+        if target in targets_tried or target >= best.height or target < lo_try:
+            target = (lo_try + best.height - 1) // 2
+            if target in targets_tried or target < lo_try or target >= best.height:
                 break
         targets_tried.add(target)
         left = deadline - time.perf_counter()
         if cap is not None and target == first and best.height > cap:
-            share = left  # fitting the capacity comes first
+            share = left * 0.9  # fitting the capacity comes first; the rest goes to a fallback descent
         elif target == lb:
             share = left * 0.6
         else:
@@ -172,13 +174,13 @@ def _search_descent(problem, arr, act, box, lb, deadline, params, say, consider)
                 infeasible_below = target + 1
                 say(f"search: capacity {target} infeasible ({st.get('nodes')} nodes)")
             else:
+                unsettled_at = max(unsettled_at, target)
                 say(f"search: capacity {target} not settled in {share:.1f}s ({st.get('nodes')} nodes)")
-                if target == first and first != lb:
-                    target = lb
-                    continue
-            target = (infeasible_below + best.height - 1) // 2
+            lo_try = max(infeasible_below, unsettled_at + 1)
+            target = (lo_try + best.height - 1) // 2
             continue
         full = np.zeros(arr.n, np.int64)
         full[act] = offs
         consider(arr.solution(full, f"search@{target}"), "search")
-        target = lb if lb not in targets_tried else (infeasible_below + box[0].height - 1) // 2
+        lo_try = max(infeasible_below, unsettled_at + 1)
+        target = lb if (lb not in targets_tried and lo_try <= lb) else (lo_try + box[0].height - 1) // 2
