@@ -3,6 +3,7 @@ from .extract import ExtractError, RelaxGraph, extract_graph
 from .records import LayoutRecord, OrderRecord, clear_records, latest_layout, latest_order
 from .roam_layout import RoamLayout
 from .roam_order import RoamOrder
+from .roam_plan import RoamPlan
 
-__all__ = ["ExtractError", "RelaxGraph", "extract_graph", "RoamLayout", "RoamOrder", "LayoutRecord", "OrderRecord",
+__all__ = ["ExtractError", "RelaxGraph", "extract_graph", "RoamLayout", "RoamOrder", "RoamPlan", "LayoutRecord", "OrderRecord",
            "latest_layout", "latest_order", "clear_records"]

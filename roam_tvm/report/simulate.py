@@ -24,7 +24,8 @@ from tvm import relax
 
 from ..graph import Graph
 from ..graph.bounds import any_bound, cut_bound
-from ..passes import RoamLayout, RoamOrder, extract_graph, latest_layout, latest_order
+from ..passes import RoamLayout, RoamOrder, RoamPlan, extract_graph, latest_layout, latest_order
+from ..passes.roam_order import reorder_function
 from ..runtime.pipeline import as_target, dataflow_lower_passes, legalize_passes, library_dispatch_passes
 
 PLANNERS = ("tvm-default", "roam-order-only", "roam-layout-only", "roam")
@@ -77,6 +78,14 @@ def param_kinds_attr(mod: tvm.IRModule, kinds: dict[str, str], func: str = "trai
     return out
 
 
+def reorder_function_in(mod: tvm.IRModule, func: str, order: list[int]) -> tvm.IRModule:
+    """``mod`` with ``func``'s bindings in ``order`` (as RoamOrder emitted them)."""
+    rg = extract_graph(mod[func], mod, func)
+    out = mod.clone()
+    out[func] = reorder_function(rg, order)
+    return out
+
+
 def schedule_for(mod: tvm.IRModule, target="llvm") -> tvm.IRModule:
     """Dispatch, legalize, fuse and schedule: the module every planner starts from."""
     target = as_target(target)
@@ -99,20 +108,31 @@ def run_planner(scheduled: tvm.IRModule, planner: str, target="llvm", func: str 
     use_order, use_layout = _PLANNER_PASSES[planner]
     target = as_target(target)
     seconds = 0.0
+    lower = dataflow_lower_passes(target)
     with target:
-        mod = scheduled
-        if use_order:
+        if use_order and use_layout:
+            # The full planner: both candidates, never worse than tvm-default.
             start = time.perf_counter()
-            mod = RoamOrder(functions=[func], **(order_options or {}))(mod)
+            planned = RoamPlan(lower, {"functions": [func], **(order_options or {})}, layout_options)(scheduled)
             seconds += time.perf_counter() - start
-        lowered = tvm.transform.Sequential(dataflow_lower_passes(target))(mod)
-        unplanned = extract_graph(lowered[func], lowered, func).graph
-        start = time.perf_counter()
-        if use_layout:
-            planned = RoamLayout(**(layout_options or {}))(lowered)
+            rec = latest_order(func)
+            kept_order = bool(rec and rec.order)
+            mod = reorder_function_in(scheduled, func, rec.order) if kept_order else scheduled
+            lowered = tvm.transform.Sequential(lower)(mod)
         else:
-            planned = relax.transform.StaticPlanBlockMemory()(lowered)
-        seconds += time.perf_counter() - start
+            mod = scheduled
+            if use_order:
+                start = time.perf_counter()
+                mod = RoamOrder(functions=[func], **(order_options or {}))(mod)
+                seconds += time.perf_counter() - start
+            lowered = tvm.transform.Sequential(lower)(mod)
+            start = time.perf_counter()
+            if use_layout:
+                planned = RoamLayout(**(layout_options or {}))(lowered)
+            else:
+                planned = relax.transform.StaticPlanBlockMemory()(lowered)
+            seconds += time.perf_counter() - start
+        unplanned = extract_graph(lowered[func], lowered, func).graph
     peak, g = planned_peak(planned[func], planned)
     layout_rec = latest_layout(func) if use_layout else None
     order_rec = latest_order(func) if use_order else None

@@ -319,6 +319,15 @@ def pipeline(
         raise TypeError(f"layout options given with layout=False: {sorted(layout_opts)}")
 
     def _passes(tgt):
+        if order and layout:
+            # RoamPlan = RoamOrder -> dataflow lowering -> RoamLayout, keeping per
+            # function the better of (new order, program order): never worse than
+            # TVM's default planner on the original order.
+            from roam_tvm.passes import RoamPlan  # pylint: disable=import-outside-toplevel
+
+            plan = RoamPlan(dataflow_lower_passes(tgt), order_opts, layout_opts)
+            return (library_dispatch_passes(tgt) + legalize_passes(tgt, schedule) + [plan]
+                    + finalize_rest_passes(tgt))
         return pre_planning_passes(
             tgt, order=order, schedule=schedule, **order_opts
         ) + finalize_passes(tgt, layout=layout, **layout_opts)
