@@ -90,7 +90,7 @@ def cmd_compare(args) -> int:
         return pytorch_peak(spec)
 
     report = compare_step(ts, planners, target=args.target, pytorch=pytorch, cut=not args.no_cut,
-                          order_options={"time_limit": args.time_limit},
+                          order_options={"time_limit": args.time_limit, "progress": not args.quiet},
                           layout_options={"time_limit": args.time_limit},
                           progress=not args.quiet, log=None if args.quiet else _log)
     report = {"model": spec.name, "config": {**spec.config, "optimizer": spec.optimizer.kind,
