@@ -223,3 +223,49 @@ def test_cli(tmp_path, capsys):
     assert "bad.csv:2" in capsys.readouterr().err
     assert layout_main([str(tmp_path / "missing.csv")]) == 2
     assert layout_main(["--bogus"]) == 2
+
+
+# ---------------------------------------------------------------- search internals
+@pytest.mark.parametrize("flags", [
+    {},
+    {"memo": False},
+    {"suffix_check": False, "hatless": False},
+    {"check_dominance": False, "decompose": False},
+])
+def test_search_pruning_is_exact_with_twins(flags):
+    """Every pruning rule keeps the search exact (duplicated buffers exercise the twin rule)."""
+    from roam_tvm.layout.search import SearchParams
+    rng = np.random.default_rng(11)
+    for _ in range(3):
+        p = random_problem(rng, n=4, t=8, max_size=7)
+        p = Problem(p.buffers + [Buffer(b.id + "'", b.lower, b.upper, b.size) for b in p.buffers[:2]])
+        opt = brute_force_height(p)
+        arr = Arrays(p)
+        a = arr.active
+        params = SearchParams(**flags)
+        args = (arr.lower[a], arr.upper[a], arr.size[a], arr.align[a])
+        assert search_fit(*args, opt - 1, 5, params=params) is None
+        offs = search_fit(*args, opt, 5, params=params)
+        assert offs is not None
+        full = np.zeros(arr.n, np.int64)
+        full[a] = offs
+        assert validate(p.with_capacity(opt), arr.solution(full, "s")) == []
+
+
+def test_solve_respects_time_limit_on_large_trace():
+    rng = np.random.default_rng(12)
+    p = random_problem(rng, n=3000, t=3000, max_size=1000)
+    import time as _t
+    t0 = _t.perf_counter()
+    s = solve(p, time_limit=3)
+    assert validate(p, s) == []
+    assert _t.perf_counter() - t0 < 3 + 2.0
+
+
+@needs_data
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["A", "C", "D"])
+def test_minimalloc_challenging_fits(name):
+    p = read_csv(os.path.join(DATA, "minimalloc", f"{name}.1048576.csv"), capacity=1048576)
+    s = solve(p, time_limit=60, target=1048576)
+    assert s.height <= 1048576 and validate(p, s) == []

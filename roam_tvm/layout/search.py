@@ -72,6 +72,9 @@ class SearchParams:
     hatless: bool = True
 
 
+SUFFIX_CELLS = 1 << 15  # the energetic check is skipped where it would sort more cells than this
+
+
 class _Timeout(Exception):
     pass
 
@@ -170,12 +173,13 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
     canon, dom, decomp = params.canonical_only, params.check_dominance, params.decompose
     capv = np.int64(cap)
     suffix = params.suffix_check
+    width = members.shape[1]
     hatless_on = params.hatless
     sizep = np.append(size, 0)
 
     def rec(part: np.ndarray, slo: int, shi: int, last_off: int, last_rank: int) -> bool:
         nodes[0] += 1
-        if nodes[0] & 255 == 0 and time.perf_counter() > deadline:
+        if time.perf_counter() > deadline:
             raise _Timeout
         if nodes[0] > node_limit:
             raise _NodeLimit
@@ -257,7 +261,7 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
                 np.minimum(f, capv, out=f)
                 f += total[lo_a:hi_a]
                 ok = not (f > capv).any()
-                if ok and suffix:
+                if ok and suffix and (hi_a - lo_a) * width <= SUFFIX_CELLS:
                     # energetic check: buffers whose minimum offset is at least x need
                     # their sizes' worth of room above x (x = each minimum offset)
                     memb = members[lo_a:hi_a]
@@ -341,10 +345,13 @@ def too_big(lower, upper, limit: int = MAX_GROUP) -> bool:
 
 
 def search_fit(lower, upper, size, align, capacity: int, time_limit: float = 10.0,
-               params: SearchParams | None = None, stats: dict | None = None) -> np.ndarray | None:
+               params: SearchParams | None = None, stats: dict | None = None,
+               cache: dict | None = None) -> np.ndarray | None:
     """Offsets fitting every buffer below ``capacity``, or None (infeasible or out of time).
 
-    Inputs are arrays over *active* buffers (size > 0, upper > lower).
+    Inputs are arrays over *active* buffers (size > 0, upper > lower). ``cache``:
+    a dict kept by the caller between calls on the *same* buffers (for other
+    capacities); it holds the per-group tables, which are costly on big groups.
     """
     params = params or SearchParams()
     lower = np.asarray(lower, np.int64)
@@ -359,9 +366,17 @@ def search_fit(lower, upper, size, align, capacity: int, time_limit: float = 10.
     if too_big(lower, upper, MAX_GROUP) if params.decompose else n > MAX_GROUP:
         return None
     try:
-        for g in groups:
-            sub = _Sub(lower[g], upper[g], size[g], align[g], capacity)
-            ranks = [sub.preorder(k) for k in params.preorders] or [np.arange(sub.m)]
+        for gi, g in enumerate(groups):
+            if time.perf_counter() > deadline:
+                raise _Timeout
+            if cache is not None and gi in cache:
+                sub, ranks = cache[gi]
+            else:
+                sub = _Sub(lower[g], upper[g], size[g], align[g], capacity)
+                ranks = [sub.preorder(k) for k in params.preorders] or [np.arange(sub.m)]
+                if cache is not None:
+                    cache[gi] = (sub, ranks)
+            sub.capacity = int(capacity)
             limit = 2 * max(sub.m, 1)
             shared = set() if params.memo else None  # refutations hold for every preorder
             memos = [shared for _ in ranks]

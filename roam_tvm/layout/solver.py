@@ -150,6 +150,7 @@ def _search_descent(problem, arr, act, box, lb, deadline, params, say, consider)
     infeasible_below = lb  # every height < lb is infeasible (proved)
     unsettled_at = -1  # the highest capacity the search ran out of time on
     targets_tried = set()
+    cache: dict = {}  # search tables, built once for every capacity tried
     first = cap if (cap is not None and box[0].height > cap) else lb
     target = first
     while box[0].height > infeasible_below and time.perf_counter() < deadline:
@@ -168,7 +169,7 @@ def _search_descent(problem, arr, act, box, lb, deadline, params, say, consider)
         else:
             share = left * 0.5
         st: dict = {}
-        offs = search_fit(lo_a, up_a, sz_a, al_a, target, time_limit=share, params=params, stats=st)
+        offs = search_fit(lo_a, up_a, sz_a, al_a, target, time_limit=share, params=params, stats=st, cache=cache)
         if offs is None:
             if st.get("proved_infeasible"):
                 infeasible_below = target + 1
