@@ -38,7 +38,7 @@ def _loss_func(loss, pred_ty, target_ty):
 
 
 def from_backbone(mod: tvm.IRModule, optimizer: Optimizer, loss="cross_entropy", target=None,
-                  func_name: str = "backbone", quiet=True) -> TrainingStep:
+                  func_name: str = "backbone", quiet=None) -> TrainingStep:
     """Build a ``TrainingStep`` from a backbone module.
 
     ``target``: the target's type (``relax.TensorType``); default: for cross entropy an int64

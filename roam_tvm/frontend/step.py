@@ -46,14 +46,21 @@ _VIEW_OPS = {"relax.reshape", "relax.expand_dims", "relax.squeeze", "relax.flatt
 
 
 class _Progress:
-    def __init__(self, quiet: bool, total_hint: str = ""):
+    """Stage messages on stderr, once the import has run for more than ``after`` seconds
+    (small models stay silent); ``quiet=True`` silences them, ``quiet=False`` always prints."""
+
+    def __init__(self, quiet=None, after: float = 3.0):
         self.quiet = quiet
+        self.after = 0.0 if quiet is False else after
         self.t0 = time.time()
+        self.last = "start"
 
     def __call__(self, msg: str):
-        if not self.quiet:
-            print(f"[roam-tvm frontend {time.time() - self.t0:6.1f}s] {msg}", file=sys.stderr,
+        el = time.time() - self.t0
+        if not self.quiet and el >= self.after:
+            print(f"[roam-tvm frontend {el:6.1f}s] (done: {self.last}) {msg}", file=sys.stderr,
                   flush=True)
+        self.last = msg
 
 
 @dataclass
@@ -320,7 +327,7 @@ def _resolve(expr, defs):
 
 def build_train_step(fwd: relax.Function, *, input_names, target_names, param_names,
                      optimizer: Optimizer, bn_specs=(), param_values=None, buffer_values=None,
-                     meta=False, quiet=True, progress=None, extra_module=None,
+                     meta=False, quiet=None, progress=None, extra_module=None,
                      carry_names=(), precise_reductions=True) -> TrainingStep:
     """Core: ``fwd(inputs..., targets..., params...) -> loss`` into a ``TrainingStep``.
 

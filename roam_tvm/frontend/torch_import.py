@@ -188,7 +188,7 @@ def _fix_bindings(func: relax.Function) -> relax.Function:
 
 
 def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: Optimizer | None = None,
-               keep_params=True, quiet=True, dynamic_shapes=None,
+               keep_params=True, quiet=None, dynamic_shapes=None,
                precise_reductions=True) -> TrainingStep:
     """Import ``model`` with ``loss`` and ``optimizer`` into a one-function training step.
 
@@ -202,7 +202,8 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: 
     an upper bound.
     ``precise_reductions``: split multi-axis float sums/means into one-axis steps (see
     ``step.blocked_reduction``; fixes fp32 gradient error of large BatchNorm layers).
-    ``quiet=False`` prints stage messages on stderr.
+    Stage messages go to stderr once the import runs longer than 3 s (``quiet=True``: never,
+    ``quiet=False``: always).
     """
     torch = _torch()
     progress = _Progress(quiet)
