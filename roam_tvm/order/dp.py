@@ -26,6 +26,10 @@ from .piece import Piece, piece_peak
 __all__ = ["dp_order", "dp_search"]
 
 
+#: States kept per layer by the beam search that seeds the exact search.
+BEAM = 2000
+
+
 class _TooBig(Exception):
     """The search passed its state or time budget."""
 
@@ -33,8 +37,11 @@ class _TooBig(Exception):
 class _DP:
     """The down-set DP of one piece, reusable for several upper bounds."""
 
-    def __init__(self, piece: Piece, max_states: int, time_limit: float):
+    def __init__(self, piece: Piece, max_states: int, time_limit: float,
+                 wall_limit: float | None = None):
         self.t0 = time.perf_counter()
+        self.c0 = time.process_time()
+        self.wall_limit = wall_limit
         self.piece = piece
         self.max_states = max_states
         self.time_limit = time_limit
@@ -68,8 +75,19 @@ class _DP:
                 self.open0 |= 1 << k
                 self.open0_bytes += size
 
-    def run(self, upper: int) -> tuple[list[int], int] | None:
-        """Least-peak order among those with peak < ``upper``, or None if there is none."""
+    def _late(self) -> bool:
+        """Past the CPU-time limit (load-independent), or past the wall-clock limit."""
+        if time.process_time() - self.c0 > self.time_limit:
+            return True
+        return self.wall_limit is not None and time.perf_counter() - self.t0 > self.wall_limit
+
+    def run(self, upper: int, beam: int | None = None) -> tuple[list[int], int] | None:
+        """Least-peak order among those with peak < ``upper``, or None if there is none.
+
+        With ``beam``, only the ``beam`` best states (least peak so far, then
+        least open bytes) of each layer are kept: a quick heuristic whose answer
+        is a valid order but not necessarily the best.
+        """
         m = self.m
         pred_mask = self.pred_mask
         # per op: (bit, size, users mask if the tensor can be freed in the piece else 0)
@@ -93,8 +111,7 @@ class _DP:
             par: dict[int, tuple[int, int]] = {}
             get = nxt.get
             for ci, (S, (best, omask, obytes, ready)) in enumerate(layer.items()):
-                if not ci & 1023 and (len(nxt) + self.n_states > self.max_states
-                                      or time.perf_counter() - self.t0 > self.time_limit):
+                if not ci & 1023 and (len(nxt) + self.n_states > self.max_states or self._late()):
                     raise _TooBig
                 rest = ready
                 while rest:
@@ -126,10 +143,13 @@ class _DP:
                         nxt[S2] = (val, nom, nob, r2)
                         par[S2] = (S, v)
             self.n_states += len(nxt)
-            if self.n_states > self.max_states or time.perf_counter() - self.t0 > self.time_limit:
+            if self.n_states > self.max_states or self._late():
                 raise _TooBig
             if not nxt:
                 return None
+            if beam is not None and len(nxt) > beam:
+                keep = sorted(nxt, key=lambda S: (nxt[S][0], nxt[S][2]))[:beam]
+                nxt = {S: nxt[S] for S in keep}
             parents.append(par)
             layer = nxt
         best_val = layer[full][0]
@@ -155,7 +175,7 @@ def dp_order(piece: Piece, upper: int | None = None, max_states: int = 300_000,
     max_states : int
         Give up beyond this many states in total.
     time_limit : float
-        Give up after this many seconds.
+        Give up after this many CPU seconds (of this process).
 
     Returns
     -------
@@ -174,7 +194,7 @@ def dp_order(piece: Piece, upper: int | None = None, max_states: int = 300_000,
 
 
 def dp_search(piece: Piece, floor: int = 0, upper: int | None = None, max_states: int = 1_000_000,
-              time_limit: float = 10.0) -> tuple[list[int], int, bool] | None:
+              time_limit: float = 10.0, wall_limit: float | None = None) -> tuple[list[int], int, bool] | None:
     """Least-peak local order of ``piece``, searched upwards from a lower bound.
 
     Parameters
@@ -186,7 +206,10 @@ def dp_search(piece: Piece, floor: int = 0, upper: int | None = None, max_states
     upper : int, optional
         Incumbent peak (default: the piece's current order).
     max_states, time_limit :
-        Budget shared by all the probes.
+        Budget shared by all the probes (``time_limit`` in CPU seconds of this
+        process, so the result does not depend on the machine's load).
+    wall_limit : float, optional
+        Also give up after this many wall-clock seconds.
 
     Returns
     -------
@@ -202,7 +225,7 @@ def dp_search(piece: Piece, floor: int = 0, upper: int | None = None, max_states
     best: tuple[list[int], int] = (list(range(m)), cur_peak)
     if m <= 1 or upper <= floor:
         return best[0], best[1], True
-    dp = _DP(piece, max_states, time_limit)
+    dp = _DP(piece, max_states, time_limit, wall_limit)
     try:
         # One probe at the floor: it prunes every state above it, so it is cheap,
         # and it settles the common case (optimum == cut bound). Otherwise one
@@ -211,6 +234,11 @@ def dp_search(piece: Piece, floor: int = 0, upper: int | None = None, max_states
         # almost as many states as the full search.)
         got = dp.run(floor + 1)
         if got is None:
+            # A beam search gives a good incumbent quickly; the exact search below
+            # it then prunes far more than below a poor heuristic's peak.
+            quick = dp.run(upper, beam=BEAM)
+            if quick is not None:
+                best, upper = quick, quick[1]
             got = dp.run(upper)
         if got is not None:
             best = got

@@ -130,8 +130,10 @@ def _solve_one(args: tuple[Piece, float, int, float]) -> tuple[list[int], int, s
     if cur <= floor:
         return list(range(piece.size)), cur, "optimal", False
     try:
+        # CPU seconds for the DP (same answer however loaded the machine is), and
+        # the wall-clock budget left before the overall deadline
         got = dp_search(piece, floor=floor, upper=cur, max_states=1_000_000,
-                        time_limit=min(time_limit, budget))
+                        time_limit=time_limit, wall_limit=budget)
     except Exception:  # noqa: BLE001
         got = None
     if got is not None and got[2]:
