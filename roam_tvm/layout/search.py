@@ -174,6 +174,9 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
     capv = np.int64(cap)
     suffix = params.suffix_check
     width = members.shape[1]
+    log2 = np.zeros(nsec + 2, np.int64)  # floor(log2(L)) for range lengths L >= 1
+    for L in range(2, nsec + 2):
+        log2[L] = log2[L >> 1] + 1
     hatless_on = params.hatless
     sizep = np.append(size, 0)
 
@@ -209,31 +212,37 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
         sel = mp < min_height if dom else np.ones(len(part), bool)
         cp, cm = part[sel], mp[sel]
         order = np.lexsort((rank[cp], cm))
-        if mono and infer:
-            # the monotonic test needs no state change: after placing i at o, every
-            # section's unplaced bytes must fit above o
+        cp, cm = cp[order], cm[order]
+        if canon:
+            keep = (cm > last_off) | ((cm == last_off) & (rank[cp] > last_rank))
+            cp, cm = cp[keep], cm[keep]
+        if mono and infer and len(cp):
+            # The monotonic test needs no state change, so it runs for every candidate
+            # at once: after placing i at o, each section's unplaced bytes must fit
+            # above o (i's own sections lose i's size). Range maxima: a sparse table.
             T = total[slo:shi]
             nT = len(T)
-            pre = np.maximum.accumulate(T).tolist()
-            suf = np.maximum.accumulate(T[::-1])[::-1].tolist()
-        for i, o in zip(cp[order].tolist(), cm[order].tolist()):
-            if canon and (o < last_off or (o == last_off and rankl[i] < last_rank)):
-                continue
+            ra, rb = sl[cp] - slo, su[cp] - slo
+            kk = log2[rb - ra]
+            table = np.zeros((int(kk.max()) + 1, nT), np.int64)
+            table[0] = T
+            for k in range(1, len(table)):
+                h = 1 << (k - 1)
+                np.maximum(table[k - 1, :nT - h], table[k - 1, h:], out=table[k, :nT - h])
+            worst = np.maximum(table[kk, ra], table[kk, rb - (1 << kk)]) - size[cp]
+            pre = np.maximum.accumulate(T)
+            suf = np.maximum.accumulate(T[::-1])[::-1]
+            np.maximum(worst, np.where(ra > 0, pre[ra - 1], 0), out=worst)
+            np.maximum(worst, np.where(rb < nT, suf[np.minimum(rb, nT - 1)], 0), out=worst)
+            keep = cm + worst <= cap
+            cp, cm = cp[keep], cm[keep]
+        for i, o in zip(cp.tolist(), cm.tolist()):
             tw = twin[i]
             if tw >= 0 and not placed[tw]:
                 continue
             sz = sizel[i]
             top = o + sz
             a, b = sll[i], sul[i]
-            if mono and infer:
-                ra, rb = a - slo, b - slo
-                worst = int(T[ra:rb].max()) - sz
-                if ra > 0 and pre[ra - 1] > worst:
-                    worst = pre[ra - 1]
-                if rb < nT and suf[rb] > worst:
-                    worst = suf[rb]
-                if o + worst > cap:
-                    continue
             placed[i] = True
             off[i] = o
             mo[i] = BIG
