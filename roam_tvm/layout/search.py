@@ -174,6 +174,8 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
     capv = np.int64(cap)
     suffix = params.suffix_check
     width = members.shape[1]
+    rows = np.arange(max(nsec, 1))[:, None]
+    unaligned = bool((align == 1).all())
     log2 = np.zeros(nsec + 2, np.int64)  # floor(log2(L)) for range lengths L >= 1
     for L in range(2, nsec + 2):
         log2[L] = log2[L >> 1] + 1
@@ -253,8 +255,11 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
             if ch.any():
                 al = alignl[i]
                 nj = nb[ch]
-                aj = align[nj]
-                mo[nj] = -(-top // aj) * aj
+                if unaligned:
+                    mo[nj] = top
+                else:
+                    aj = align[nj]
+                    mo[nj] = -(-top // aj) * aj
             else:
                 nj = None
             if not infer:
@@ -276,9 +281,10 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
                     memb = members[lo_a:hi_a]
                     g = mo[memb]
                     srt = np.argsort(-g, axis=1, kind="stable")
-                    gs = np.take_along_axis(g, srt, 1)
+                    rix = rows[:hi_a - lo_a]
+                    gs = g[rix, srt]
                     live_g = gs < BIG
-                    cs = np.cumsum(np.where(live_g, np.take_along_axis(sizep[memb], srt, 1), 0), axis=1)
+                    cs = np.cumsum(np.where(live_g, sizep[memb[rix, srt]], 0), axis=1)
                     np.maximum(gs, o, out=gs)
                     gs += cs
                     ok = not ((gs > capv) & live_g).any()
