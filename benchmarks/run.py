@@ -4,14 +4,14 @@
     python benchmarks/run.py                         # the zoo's default sizes (hours on 2 cores)
     python benchmarks/run.py --paper                 # + gpt2-xl-paper at batch 1, 2, 4 (the paper's anchors)
     python benchmarks/run.py --quick --models mlp cnn --out /tmp/r --readme /tmp/README.md
-    python benchmarks/run.py --report-only           # rebuild report.md, plots and README from zoo.json
+    python benchmarks/run.py --report-only           # rebuild report.md, plots and README from baseline.json
     python benchmarks/run.py --report-only --add xl.json   # add a `roam-tvm compare --json` report run apart
 
 Each model runs in its own process (``python -m roam_tvm compare ... --json``), so a model that fails to
 import or runs out of time is recorded as failed and the others go on. Writes, in ``--out``
 (default ``benchmarks/results``):
 
-``zoo.json``
+``baseline.json``
     ``{"command", "mode", "target", "versions", "machine", "created", "entries": {key: report}}``; each
     report is what ``roam-tvm compare --json`` writes (with its own command, versions and machine), or
     ``{"error": ...}``. Entries of the same mode already in the file are kept unless re-run
@@ -19,7 +19,7 @@ import or runs out of time is recorded as failed and the others go on. Writes, i
 ``report.md``
     per model: peaks per planner (MiB), the lower bounds, the reduction of ``roam`` against
     ``tvm-default`` and against ``pytorch``, planning seconds, how each figure was obtained; the paper's
-    GPT2-XL anchors beside ours; summaries of ``dsa.json``, ``order.json``, ``baseline.json`` when present.
+    GPT2-XL anchors beside ours; summaries of ``dsa.json`` and ``order.json`` when present.
 ``zoo_peaks.png``, ``zoo_plan_seconds.png``
     peaks relative to ``tvm-default`` per model and planner; planning seconds per model.
 
@@ -396,7 +396,7 @@ def write_report(zoo: dict, out: str, plot_paths: list[str]) -> str:
     lines += paper_rows(entries, zoo['mode']) + [""]
     if plot_paths:
         lines += ["## Plots", ""] + [f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in plot_paths] + [""]
-    others = [n for n in ("dsa.json", "order.json", "baseline.json") if os.path.exists(os.path.join(out, n))]
+    others = [n for n in ("dsa.json", "order.json") if os.path.exists(os.path.join(out, n))]
     if others:
         lines += ["## Other benchmarks", ""]
         for n in others:
@@ -439,14 +439,14 @@ def main(argv=None) -> int:
                     help="target whose lowering is planned (default cuda, as in the paper; nothing runs)")
     ap.add_argument("--time-limit", type=float, default=None, help="solver seconds per piece (default 5 quick, 10)")
     ap.add_argument("--timeout", type=float, default=None, help="seconds per model (default 900 quick, 7200)")
-    ap.add_argument("--fresh", action="store_true", help="drop entries of zoo.json that are not re-run")
-    ap.add_argument("--report-only", action="store_true", help="rebuild report, plots and README from zoo.json")
+    ap.add_argument("--fresh", action="store_true", help="drop entries of baseline.json that are not re-run")
+    ap.add_argument("--report-only", action="store_true", help="rebuild report, plots and README from baseline.json")
     ap.add_argument("--add", nargs="+", default=[], metavar="JSON",
                     help="add reports written by `roam-tvm compare --json` (e.g. a long run done apart)")
     args = ap.parse_args(argv)
     argv_used = sys.argv[1:] if argv is None else list(argv)
     os.makedirs(args.out, exist_ok=True)
-    zoo_path = os.path.join(args.out, "zoo.json")
+    zoo_path = os.path.join(args.out, "baseline.json")
 
     sys.path.insert(0, ROOT)
     from roam_tvm.report.compare import machine, versions

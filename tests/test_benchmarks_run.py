@@ -1,4 +1,4 @@
-"""benchmarks/run.py rebuilds zoo.json, report.md, the plots and the README's results section."""
+"""benchmarks/run.py rebuilds baseline.json, report.md, the plots and the README's results section."""
 from __future__ import annotations
 
 import importlib.util
@@ -55,7 +55,7 @@ def test_run_quick_mlp_rebuilds_readme_table(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
-    zoo = json.loads((out / "zoo.json").read_text())
+    zoo = json.loads((out / "baseline.json").read_text())
     assert zoo["mode"] == "quick" and zoo["command"].startswith("python benchmarks/run.py")
     assert zoo["versions"]["apache-tvm"] and "cpus" in zoo["machine"]
     mlp = zoo["entries"]["mlp"]
@@ -81,7 +81,7 @@ def test_run_quick_mlp_rebuilds_readme_table(tmp_path):
     # everything outside the markers is untouched
     assert text.split(run.START)[0] == head and text.split(run.END)[1] == tail
 
-    # --report-only rebuilds from zoo.json without re-running and replaces the section in place
+    # --report-only rebuilds from baseline.json without re-running and replaces the section in place
     proc = subprocess.run([sys.executable, RUN, "--report-only", "--out", str(out), "--readme", str(readme)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
