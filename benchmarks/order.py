@@ -84,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--node-budget", type=int, default=100)
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "order.json"))
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the rows of graphs already in --out that are not re-run now")
     args = ap.parse_args(argv)
     from roam_tvm.report.compare import machine, versions
 
@@ -110,6 +112,16 @@ def main(argv: list[str] | None = None) -> int:
                    "graph (target cuda) that memory planning sees; cut = min-cut lower bound",
            "results": rows,
            "export_errors": failed}
+    if args.merge and os.path.exists(args.out):  # keep earlier rows of graphs not re-run now
+        with open(args.out) as f:
+            old = json.load(f)
+        names = {r["graph"] for r in rows}
+        rows[:0] = [r for r in old.get("results", []) if r.get("graph") not in names]
+        out["results"] = rows
+        out["commands"] = old.get("commands", [old.get("command")]) + [out["command"]]
+        failed = {**{k: v for k, v in old.get("export_errors", {}).items() if k not in names}, **failed}
+        failed = {k: v for k, v in failed.items() if k not in {r["graph"] for r in rows if "error" not in r}}
+        out["export_errors"] = failed
     ok = [r for r in rows if "ratio_to_cut" in r]
     out["summary"] = {"graphs": len(ok), "within_1pct_of_cut": sum(r["within_1pct_of_cut"] for r in ok),
                       "max_ratio_to_cut": max((r["ratio_to_cut"] for r in ok), default=None),

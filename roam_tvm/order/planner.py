@@ -144,7 +144,9 @@ def _solve_one(args: tuple[Piece, float, int, float]) -> tuple[list[int], int, s
         piece = _reordered(piece, cur_order)
     else:
         cur_order = list(range(piece.size))
-    left = max(0.2, min(time_limit, budget - (time.perf_counter() - t0)))
+    left = min(time_limit, budget - (time.perf_counter() - t0))
+    if left < 2.0:  # building the MIP alone takes about that long: not worth starting
+        return cur_order, cur, "time_limit", False
     res = solve_piece(piece, time_limit=left, floor=floor)
     status = {"trivial": "optimal"}.get(res.status, res.status)
     if res.peak > cur:  # cannot happen (solve_piece never returns worse), but never trust it
@@ -189,7 +191,10 @@ def plan_order(g: Graph, time_limit: float = 10.0, node_budget: int = 100,
     ----------
     g : Graph
     time_limit : float
-        Solver time limit per piece, seconds (> 0).
+        Solver time limit per piece, seconds (> 0): the exact DP gets this many
+        CPU seconds (so its answer does not depend on the machine's load), then,
+        if it gave up, the MIP this many wall-clock seconds; both are cut to the
+        time left in ``total_time_limit``.
     node_budget : int
         Maximum ops per piece (ROAM's NL).
     delay_radius : int
@@ -242,8 +247,9 @@ def plan_order(g: Graph, time_limit: float = 10.0, node_budget: int = 100,
         raise GraphError(f"malformed graph {g.name!r}: {e}") from e
     n = len(g.ops)
     total = default_total_time_limit(n, time_limit) if total_time_limit is None else float(total_time_limit)
-    # keep a little for the final checks (check_order + peak: ~1 s at 20k ops)
-    deadline = t0 + total - min(0.05 * total, 5.0)
+    # keep some time for what a deadline cannot interrupt: building the last MIPs
+    # (not covered by HiGHS's time limit) and the final checks (~1 s at 20k ops)
+    deadline = t0 + total - min(0.1 * total, 15.0)
     program = list(range(n))
     program_peak = g.peak(program)
     report: dict = {"graph": g.name, "ops": n, "program_peak": program_peak,
