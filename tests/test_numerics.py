@@ -18,6 +18,32 @@ Tolerances (justified, not tuned to pass):
   ``d`` to an update error of at most ``lr * d / (|g| + eps)``. So each element of an Adam
   parameter update gets the tolerance ``lr * (dg / (|g| + eps) + RT)``, with ``dg`` the
   gradient tolerance above and ``g`` torch's gradient, recovered from its ``exp_avg``.
+* Exactly vanishing gradients. Some gradient elements are mathematically 0: attention's key
+  bias (softmax is invariant to adding the same q.b_k to every logit of a row: BERT's
+  ``key.bias``, the key third of a fused qkv bias), a conv bias right before BatchNorm,
+  embedding rows no token uses. In fp32 they hold cancellation noise of the size
+  ``eps * (gradients flowing through the layer)``, and Adam's first step maps that noise to
+  ``+-lr`` (``g / (|g| + eps)``), a different sign on each side. An element whose float64
+  gradient is below ``ZERO_GRAD = 1e-9`` of the step's largest (fp32 cannot represent a
+  relative 1e-9 anyway; float64's noise on a true 0 is ~1e-16) is therefore compared on
+  the *gradient* (TVM's recovered from its ``exp_avg``, ``exp_avg_sq`` in gradient units
+  ``sqrt(v / (1 - beta2))``) with the absolute tolerance ``RT * |g| + RT * max|G|``, ``G``
+  every gradient of the step; its Adam update is only required to be a step of size
+  ``<= lr`` (plus AdamW's decay). SGD needs no special case: its update is linear in the
+  gradient, and each tensor's scale is floored at 1% of the step's largest update.
+* float64 arbiter. fp32 rounding can also move a *pre-activation* across a kink (ReLU,
+  ReLU6's 0 and 6, max-pool ties): one whole term then enters or leaves a gradient sum, an
+  O(1/n) change that no reduction-order tolerance covers — and it can happen on the torch
+  side. The reference is the exact math, so torch's step is also computed in float64 and a
+  float32 tensor that misses torch's float32 step passes only if it meets the *same* bound
+  against the float64 step (listed in ``stats["arbitrated"]``). Measured case: the small
+  MobileNetV2 (seed 0) has one pre-activation of ``features.2.conv.0`` (ReLU6 input, index
+  (0, 5, 13, 7)) at -1.50e-7 in float64 and +4.17e-8 in torch fp32 (fp32 forward error up
+  to 1.2e-6 there). Torch fp32 passes that element's gradient, float64 and TVM fp32 do not,
+  so every gradient upstream (``features.0`` .. ``features.2.conv.0``) is 1-3.5% off *in
+  torch fp32* (``features.0.0.weight`` 1.7e-2 of its max vs float64) while TVM fp32 is
+  2.7e-4 off; TVM float64 matches torch float64 to 1e-11 (of each tensor's max) on every
+  parameter whose gradient is not exactly 0.
 """
 
 from __future__ import annotations
@@ -35,6 +61,8 @@ from roam_tvm.frontend import SGD, Adam, AdamW, from_torch  # noqa: E402
 from roam_tvm.frontend.optim import as_optimizer  # noqa: E402
 
 RT = {"float32": 2e-4, "float64": 1e-9}
+# an element whose float64 gradient is below this fraction of the largest one is exactly 0
+ZERO_GRAD = 1e-9
 
 
 # ------------------------------------------------------------------------------------------
@@ -114,46 +142,148 @@ def _close(a, b, rt, what, floor=0.0):
     return float(err.max() / max(scale, 1e-30))
 
 
-def compare_step(model, inputs, targets, loss, opt, dtype="float32", ts=None):
-    """Build + run one step in TVM and in torch; assert everything matches. Returns stats."""
+def _double(model, tensors):
+    return copy.deepcopy(model).double(), tuple(
+        t.double() if torch.is_floating_point(t) else t for t in tensors)
+
+
+def _check_param(n, d_tvm, before, after, r, gr, z, opt, rt, floor, gmax):
+    """Update of parameter ``n`` against one reference (``r`` step, ``gr`` gradients).
+
+    ``z``: mask of the elements whose exact (float64) gradient vanishes. Returns
+    ``(message or None, worst error)``."""
+    d_ref = r[n] - before[n].astype(np.float64)
+    err = np.abs(d_tvm - d_ref)
+    if not isinstance(opt, Adam):
+        scale = max(float(np.abs(d_ref).max()), floor)
+        bad = err > rt * np.abs(d_ref) + rt * scale + 1e-30
+        msg = (f"update of {n}: {int(bad.sum())}/{bad.size} elements off; max err "
+               f"{err.max():.3e}, scale {scale:.3e}") if bad.any() else None
+        return msg, float(err.max() / max(scale, 1e-30))
+    g = gr[n].astype(np.float64)
+    if not isinstance(opt, AdamW) and opt.weight_decay:
+        g = g + opt.weight_decay * before[n]
+    dg = rt * np.abs(g) + rt * np.abs(g).max()
+    tol = opt.lr * (dg / (np.abs(g) + opt.eps) + rt) + rt * np.abs(d_ref)
+    bad = (err > tol) & ~z
+    msgs = []
+    if bad.any():
+        msgs.append(f"{n}: {int(bad.sum())} Adam update elements off, max {err[bad].max():.3e}")
+    if z.any():
+        # vanishing exact gradient: compare the gradient itself (recovered from exp_avg),
+        # absolutely, on the scale of the step's gradients; the update is only bounded
+        g_tvm = after[f"{n}.exp_avg"].astype(np.float64) / (1 - opt.betas[0])
+        gerr = np.abs(g_tvm - g)
+        gbad = z & (gerr > rt * np.abs(g) + rt * gmax)
+        decay = -opt.lr * opt.weight_decay * before[n] if isinstance(opt, AdamW) else 0.0
+        ubad = z & (np.abs(d_tvm - decay) > opt.lr * (1 + rt))
+        if gbad.any():
+            msgs.append(f"{n}: {int(gbad.sum())} zero-gradient elements off, max "
+                        f"{gerr[gbad].max():.3e} vs gradient scale {gmax:.3e}")
+        if ubad.any():
+            msgs.append(f"{n}: {int(ubad.sum())} zero-gradient updates larger than lr")
+    return ("; ".join(msgs) or None), float(err[~z].max() / opt.lr) if (~z).any() else 0.0
+
+
+def _check_state(sn, n, after, r, gr, z, opt, rt, fl, gmax):
+    """Optimizer state ``sn`` of parameter ``n`` (``None`` for BN statistics)."""
+    a = after[sn].astype(np.float64)
+    b = r[sn].astype(np.float64)
+    scale = max(float(np.abs(b).max()) if b.size else 0.0, fl)
+    err = np.abs(a - b)
+    bad = err > rt * np.abs(b) + rt * scale + 1e-30
+    if z is not None and z.any():
+        g = gr[n].astype(np.float64)
+        if sn.endswith("exp_avg_sq"):  # in gradient units: sqrt(v / (1 - b2)) = |g|
+            c = 1 - opt.betas[1]
+            err = np.where(z, np.abs(np.sqrt(a / c) - np.sqrt(b / c)), err)
+            bad = np.where(z, err > rt * np.abs(g) + rt * gmax, bad)
+        elif sn.endswith("exp_avg"):
+            c = 1 - opt.betas[0]
+            bad = np.where(z, err > c * (rt * np.abs(g) + rt * gmax), bad)
+    msg = (f"state {sn}: {int(bad.sum())}/{b.size} elements off; max err {err.max():.3e}, "
+           f"scale {scale:.3e}") if bad.any() else None
+    return msg, float(err.max() / max(scale, 1e-30))
+
+
+def compare_step(model, inputs, targets, loss, opt, dtype="float32", ts=None, arbiter=True):
+    """Build + run one step in TVM and in torch; assert everything matches. Returns stats.
+
+    Besides torch's step in ``dtype``, torch's step in float64 (the exact math) is computed:
+    it says which gradient elements vanish exactly, and with ``arbiter`` a float32 tensor
+    that misses torch's float32 step still passes if it meets the same bound against the
+    float64 step (torch's float32 was then the one off); such tensors are listed in
+    ``stats["arbitrated"]``.
+    """
     opt = as_optimizer(opt)
     if ts is None:
         ts = from_torch(model, inputs, targets, loss=loss, optimizer=opt)
     t_loss, ref, grads = torch_step(model, inputs, targets, loss, opt)
+    if dtype == "float64":
+        ref64, grads64 = ref, grads
+    else:
+        m64, ins64 = _double(model, inputs)
+        _, ref64, grads64 = torch_step(m64, ins64, targets, loss, opt)
     v_loss, before, after = tvm_step(ts, inputs, targets)
     rt = RT[dtype]
-    stats = {}
+    stats = {"arbitrated": []}
     assert abs(v_loss - t_loss) <= rt * max(1.0, abs(t_loss)), (v_loss, t_loss)
     stats["loss"] = abs(v_loss - t_loss) / max(1.0, abs(t_loss))
-    is_adam = isinstance(opt, Adam)
-    # A tensor whose exact gradient vanishes (a conv bias right before BatchNorm) holds only
-    # cancellation noise, whose size is set by the gradients flowing through the layer, not
-    # by the tensor itself: floor each tensor's scale at 1% of the largest update in the step.
-    floor = 0.01 * max(float(np.abs(ref[n] - before[n]).max()) for n in ts.param_names)
+    # exactly vanishing gradient elements (see the module docstring)
+    g64max = max(float(np.abs(grads64[n]).max()) for n in ts.param_names)
+    zero = {n: np.abs(grads64[n]) <= ZERO_GRAD * g64max for n in ts.param_names}
+    stats["zero_grad"] = {n: int(z.sum()) for n, z in zero.items() if z.any()}
+    refs = [(ref, grads)]
+    if arbiter and dtype != "float64":
+        refs.append((ref64, grads64))
+    # per reference: gradient scale and update floor
+    scales = []
+    for r, gr in refs:
+        gmax = max(float(np.abs(gr[n]).max()) for n in ts.param_names)
+        # A tensor whose exact gradient vanishes (a conv bias right before BatchNorm) holds
+        # only cancellation noise, whose size is set by the gradients flowing through the
+        # layer, not by the tensor itself: floor each tensor's scale at 1% of the largest
+        # update in the step.
+        floor = 0.01 * max(float(np.abs(r[n] - before[n]).max()) for n in ts.param_names)
+        scales.append((gmax, floor))
+
+    def check(n, fn):
+        msgs = []
+        for k, ((r, gr), (gmax, floor)) in enumerate(zip(refs, scales)):
+            msg, w = fn(r, gr, gmax, floor)
+            if msg is None:
+                if k:
+                    stats["arbitrated"].append(n)
+                return w
+            msgs.append(("vs float64 step: " if k else "") + msg)
+        raise AssertionError(" | ".join(msgs))
+
     worst = 0.0
     for n in ts.param_names:
-        d_tvm = after[n] - before[n]
-        d_ref = ref[n] - before[n]
-        if is_adam:
-            g = grads[n].astype(np.float64)
-            if not isinstance(opt, AdamW) and opt.weight_decay:
-                g = g + opt.weight_decay * before[n]
-            dg = rt * np.abs(g) + rt * np.abs(g).max()
-            tol = opt.lr * (dg / (np.abs(g) + opt.eps) + rt) + rt * np.abs(d_ref)
-            err = np.abs(d_tvm.astype(np.float64) - d_ref)
-            bad = err > tol
-            assert not bad.any(), f"{n}: {int(bad.sum())} Adam update elements off, max {err.max()}"
-            worst = max(worst, float(err.max() / opt.lr))
-        else:
-            worst = max(worst, _close(d_tvm, d_ref, rt, f"update of {n}", floor))
+        d_tvm = (after[n] - before[n]).astype(np.float64)
+        worst = max(worst, check(n, lambda r, gr, gmax, floor: _check_param(
+            n, d_tvm, before, after, r, gr, zero[n], opt, rt, floor, gmax)))
     stats["update"] = worst
+    owner = {f"{n}.{suf}": n for n in ts.param_names for suf in opt.state_suffixes}
     worst = 0.0
-    for n in ts.state_names:
-        if n.endswith("num_batches_tracked"):
-            assert int(after[n]) == int(ref[n]), n
+    for sn in ts.state_names:
+        if sn.endswith("num_batches_tracked"):
+            assert int(after[sn]) == int(ref[sn]), sn
             continue
-        fl = 0.0 if ("running" in n) else floor / opt.lr
-        worst = max(worst, _close(after[n], ref[n], rt, f"state {n}", fl))
+        n = owner.get(sn)
+        z = zero[n] if n is not None else None
+
+        def fl(r, floor):
+            if n is not None:
+                return floor / opt.lr
+            # A batch mean's rounding error is relative to the spread of the values it
+            # averages, not to the mean (which is exactly 0 after a BN-normalised, bias-free
+            # linear layer): floor running_mean's scale at the running std.
+            if sn.endswith("running_mean") and sn[:-4] + "var" in r:
+                return float(np.sqrt(np.abs(r[sn[:-4] + "var"]).max()))
+            return 0.0
+        worst = max(worst, check(sn, lambda r, gr, gmax, floor: _check_state(
+            sn, n, after, r, gr, z, opt, rt, fl(r, floor), gmax)))
     stats["state"] = worst
     return stats
 
@@ -342,7 +472,8 @@ def test_resnet18_imagenet_stem_float64():
 # zoo models at their small test size
 
 ZOO_FAST = ["mlp", "cnn", "gpt2-small"]
-ZOO_SLOW = ["resnet18", "vgg11", "mobilenet_v2", "vit-tiny", "bert-base"]
+ZOO_SLOW = ["resnet18", "vgg11", "mobilenet_v2", "vit-tiny", "vit-b16", "bert-base", "gpt2-medium",
+            "gpt2-xl", "gpt2-xl-paper"]
 
 
 def _zoo(name):
@@ -360,4 +491,39 @@ def test_zoo_small(name):
 @pytest.mark.parametrize("name", ZOO_SLOW)
 def test_zoo_small_slow(name):
     spec = _zoo(name)
+    if name in ZOO_FP32_CHAOTIC:
+        _chaotic_fp32(spec)
+        return
     compare_step(spec.model, spec.example_inputs, spec.targets, spec.loss, spec.optimizer)
+
+
+# Models whose fp32 gradients at the small size are not a function of the math to fp32
+# tolerances (see _chaotic_fp32): their step is checked exactly in float64 instead.
+ZOO_FP32_CHAOTIC = {"mobilenet_v2"}
+
+
+def _chaotic_fp32(spec):
+    """MobileNetV2 small (width 0.25, batch 2, 64x64): float64 step exact, fp32 loss.
+
+    Measured (seed 0), gradients vs torch float64, max error / max |g| per tensor:
+    * torch fp32 is 1.7e-2 off on ``features.0.0.weight`` (up to 3.7e-2 on
+      ``features.2.conv.0.1.bias``): one ReLU6 pre-activation of ``features.2.conv.0``
+      is -1.5e-7 in float64 and +4.2e-8 in fp32 (the module docstring's kink flip). Other
+      sizes flip elsewhere (batch 4 at 96x96: 8e-2 on ``features.12``), and so does TVM's
+      fp32 step as soon as any rounding changes (a blocked BN variance moved TVM's flips to
+      ``features.13``, 6.7e-2), so no fp32 tolerance can compare such steps elementwise.
+    * Without flips the errors still compound through 19 BatchNorm backward passes, several
+      over 8 values (2x2 maps, batch 2): torch fp32 median 7.8e-5, TVM fp32 up to 2.7e-4
+      (``features.0.0.weight``), above the single-reduction bound RT.
+    * TVM float64 matches torch float64 to 1e-11 on every tensor with a non-zero gradient:
+      depthwise (groups=C) and strided convs, padding, BatchNorm's decomposition and ReLU6
+      are exact. That is what this test pins, with the float64 tolerances, plus the fp32
+      loss.
+    """
+    m64, ins64 = _double(spec.model, spec.example_inputs)
+    compare_step(m64, ins64, spec.targets, spec.loss, spec.optimizer, dtype="float64")
+    opt = as_optimizer(spec.optimizer)
+    ts = from_torch(spec.model, spec.example_inputs, spec.targets, loss=spec.loss, optimizer=opt)
+    t_loss, _, _ = torch_step(spec.model, spec.example_inputs, spec.targets, spec.loss, opt)
+    v_loss, _, _ = tvm_step(ts, spec.example_inputs, spec.targets)
+    assert abs(v_loss - t_loss) <= RT["float32"] * max(1.0, abs(t_loss)), (v_loss, t_loss)
