@@ -114,7 +114,7 @@ def torch_step(model, inputs, targets, loss, opt):
                 out[f"{n}.{suf}"] = o.state[p][key].detach().numpy().copy()
     for n, b in m.named_buffers():
         out[n] = b.detach().numpy().copy()
-    return float(lv), out, grads
+    return float(lv.detach()), out, grads
 
 
 _BUILD_CACHE = {}
@@ -371,6 +371,31 @@ def test_cnn_batchnorm_maxpool(dtype):
     y = torch.randint(0, 3, (4,))
     compare_step(m, (x,), (y,), "cross_entropy", SGD(lr=0.1, momentum=0.9, weight_decay=1e-4),
                  dtype=dtype)
+
+
+class _KeyBiasAttention(torch.nn.Module):
+    """One attention head: ``k.bias`` has an exactly-zero gradient (softmax row shift)."""
+
+    def __init__(self, d=8, c=3):
+        super().__init__()
+        self.q = torch.nn.Linear(d, d)
+        self.k = torch.nn.Linear(d, d)
+        self.v = torch.nn.Linear(d, d)
+        self.fc = torch.nn.Linear(d, c)
+
+    def forward(self, x):
+        att = torch.softmax(self.q(x) @ self.k(x).transpose(-2, -1), dim=-1)
+        return self.fc((att @ self.v(x)).mean(1))
+
+
+def test_adam_zero_gradient_key_bias():
+    """Adam maps k.bias's rounding noise to +-lr; it is compared on the gradient instead."""
+    torch.manual_seed(0)
+    m = _KeyBiasAttention()
+    x = torch.randn(4, 6, 8)
+    y = torch.randint(0, 3, (4,))
+    s = compare_step(m, (x,), (y,), "cross_entropy", AdamW(lr=1e-2, weight_decay=0.1))
+    assert s["zero_grad"] == {"k.bias": 8}, s["zero_grad"]
 
 
 @pytest.mark.slow  # test_zoo_small[gpt2-small] covers the tied GPT2LMHeadModel by default
