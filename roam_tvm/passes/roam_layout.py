@@ -28,7 +28,7 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..graph import Graph
-from ..layout import Buffer, Problem, validate
+from ..layout import Buffer, Problem, solve, validate
 from .extract import ExtractError, RelaxGraph, extract_graph
 from .records import LayoutRecord, record_layout
 
@@ -74,14 +74,9 @@ def layout_problem(g: Graph, tensors: list[int], alignment: int,
 
 def solve_arena(g: Graph, tensors: list[int], alignment: int, time_limit: float) -> ArenaPlan:
     """Solve and validate the offsets; raise ``RuntimeError`` if no valid layout was found."""
-    from .. import layout as L
-
     start = time.perf_counter()
     problem, life = layout_problem(g, tensors, alignment)
-    if hasattr(L, "solve"):
-        sol = L.solve(problem, time_limit=time_limit)
-    else:  # pragma: no cover - older layout core
-        sol = L.best_heuristic(problem)
+    sol = solve(problem, time_limit=time_limit)
     violations = validate(problem, sol)
     if violations:
         raise RuntimeError("layout failed validation: " + "; ".join(violations[:3]))
@@ -118,7 +113,7 @@ class _ArenaRewriter(PyExprMutator):
         self.set_var_remap(binding.var, new)
 
 
-def rewrite_with_arena(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, rg: RelaxGraph, plan: ArenaPlan) -> relax.Function:
+def rewrite_with_arena(mod: tvm.IRModule, rg: RelaxGraph, plan: ArenaPlan) -> relax.Function:
     """Apply ``plan`` to the function (returns the new function; ``mod`` is not changed)."""
     func = rg.func
     planned_vars = {}
@@ -127,9 +122,7 @@ def rewrite_with_arena(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, rg: RelaxGraph, 
         for i, b in enumerate(block.bindings):
             if (bi, i) in offset_of_binding:
                 planned_vars[b.var] = offset_of_binding[(bi, i)]
-    rewriter = _ArenaRewriter(mod, planned_vars, plan.arena_bytes)
-    new_func = rewriter.visit_expr(func)
-    return new_func
+    return _ArenaRewriter(mod, planned_vars, plan.arena_bytes).visit_expr(func)
 
 
 def simulated_peak(func: relax.Function, mod: tvm.IRModule) -> int:
@@ -173,7 +166,7 @@ class RoamLayout:
                 rg = extract_graph(func, mod, name)
                 tensors = plannable_tensors(rg)
                 plan = solve_arena(rg.graph, tensors, alignment, self.time_limit)
-                new_func = rewrite_with_arena(mod, gv, rg, plan) if tensors else func
+                new_func = rewrite_with_arena(mod, rg, plan) if tensors else func
             except (ExtractError, RuntimeError) as err:
                 warnings.warn(f"RoamLayout: function {name!r} left to StaticPlanBlockMemory: {err}")
                 record.status = f"fallback: {err}"

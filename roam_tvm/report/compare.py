@@ -16,8 +16,7 @@ from typing import Callable, Sequence
 import tvm
 from tvm import relax
 
-from ..graph.bounds import any_bound, cut_bound
-from .simulate import PLANNERS, param_kinds_attr, run_planner, schedule_for
+from .simulate import PLANNERS, lower_bounds, param_kinds_attr, run_planner, schedule_for
 
 ALL_PLANNERS = ("tvm-default", "pytorch", "roam-order-only", "roam-layout-only", "roam")
 _KIND_OF = {"input": "input", "target": "input", "hyper": "input", "param": "param", "state": "state"}
@@ -129,9 +128,7 @@ def compare_step(ts, planners: Sequence[str] = ALL_PLANNERS, target: str = "llvm
         elif stage == "bounds":
             g = default_graph
             start = time.perf_counter()
-            report["lower_bounds"] = {"order": g.peak(), "any": any_bound(g)}
-            if cut:
-                report["lower_bounds"]["cut"] = cut_bound(g)
+            report["lower_bounds"] = lower_bounds(g, cut=cut)
             report["bounds_seconds"] = time.perf_counter() - start
             report["tensors"] = len(g.tensors)
             report["planned_ops"] = len(g.ops)
