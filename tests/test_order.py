@@ -251,3 +251,33 @@ def test_repeat_key_distinguishes_structure():
     idx2 = LivenessIndex(h, list(range(len(h.ops))))
     lo, hi = segments(h)[1]
     assert piece_key(make_piece(idx2, lo, hi)) not in keys
+
+
+def test_cut_guided_repair_reaches_the_bound_where_windows_cannot():
+    """A weight-gradient-like chain placed late: only a long-distance move reaches `cut`."""
+    from roam_tvm.graph import GraphBuilder
+    from roam_tvm.graph.bounds import cut_bound
+    from roam_tvm.order.cutrepair import cut_guided_repair
+
+    b = GraphBuilder()
+    x = b.tensor(8, "input")
+    acts = []
+    h = x
+    for _ in range(6):  # forward chain saving big activations
+        [h] = b.op([h], [100])
+        acts.append(h)
+    grads = []
+    g_ = h
+    for a in reversed(acts):  # backward chain; each step also makes a big weight-gradient input
+        [g_] = b.op([g_, a], [10])
+        [w] = b.op([g_], [300])  # large temporary that dies only at its consumer below
+        grads.append(w)
+    for w in grads:  # consumers of those temporaries placed at the very end (program order is bad)
+        [o] = b.op([w], [1])
+        b.tensors[o].is_output = True
+    g = b.build()
+    lb = cut_bound(g)
+    assert g.peak() > lb
+    order, peak, rounds = cut_guided_repair(g, list(range(len(g.ops))), lb, deadline=float("inf"))
+    g.check_order(order)
+    assert peak == lb and rounds >= 1

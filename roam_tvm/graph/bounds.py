@@ -176,8 +176,13 @@ class _CutData:
         self.gcd = int(np.gcd.reduce(self.size)) if self.nr else 1
         self.gcd = max(self.gcd, 1)
 
-    def cut_at(self, j: int) -> tuple[int, bool]:
-        """``cut_j`` without always-live bytes; second value: capacities were coarsened."""
+    def cut_at(self, j: int, prefix: list | None = None) -> tuple[int, bool]:
+        """``cut_j`` without always-live bytes; second value: capacities were coarsened.
+
+        If ``prefix`` is a list, the ops of a minimising set S (those to run before
+        ``j``: its ancestors and the free ops on the source side of the min cut) are
+        appended to it.
+        """
         n, nr = self.n, self.nr
         state = np.ones(n, dtype=np.int8)  # 0 = before j (source), 1 = free, 2 = j or after (sink)
         anc = breadth_first_order(self.pred, j, directed=True, return_predecessors=False)
@@ -198,6 +203,8 @@ class _CutData:
         var_free = (~const_mask) & (fst == 1)
         var = var_src | var_free
         if not var.any():
+            if prefix is not None:
+                prefix.extend(int(v) for v in np.flatnonzero(state == 0))
             return const, False
         free_ops = np.flatnonzero(state == 1)
         node = np.full(n, -1, dtype=np.int64)
@@ -242,6 +249,8 @@ class _CutData:
         keep = c > 0
         s, d, c = s[keep], d[keep], c[keep]
         if len(c) == 0:
+            if prefix is not None:
+                prefix.extend(int(v) for v in np.flatnonzero(state == 0))
             return const, coarse
         # merge duplicates without overflowing: max of the infinite ones
         key = s * n_nodes + d
@@ -254,8 +263,18 @@ class _CutData:
             csum = np.minimum(np.bincount(grp, weights=c.astype(np.float64)), float(_INF))
             s, d, c = s[uniq], d[uniq], csum.astype(np.int64)
         mat = csr_matrix((c.astype(np.int32), (s, d)), shape=(n_nodes, n_nodes))
-        flow = maximum_flow(mat, 0, 1, method="dinic").flow_value
-        return const + int(flow) * unit * self.gcd, coarse
+        res = maximum_flow(mat, 0, 1, method="dinic")
+        if prefix is not None:
+            # Source side of the min cut: reachable from the source in the residual graph.
+            residual = (mat - res.flow).tocsr()
+            residual.data[residual.data < 0] = 0
+            residual.eliminate_zeros()
+            reach = breadth_first_order(residual, 0, directed=True, return_predecessors=False)
+            on_source = np.zeros(n_nodes, dtype=bool)
+            on_source[reach] = True
+            chosen = free_ops[on_source[2:2 + len(free_ops)]]
+            prefix.extend(int(v) for v in np.concatenate([np.flatnonzero(state == 0), chosen]))
+        return const + int(res.flow_value) * unit * self.gcd, coarse
 
 
 def _cut_data(g: Graph) -> _CutData:

@@ -36,6 +36,7 @@ from typing import Sequence
 
 from ..graph.bounds import cut_profile
 from ..graph.model import Graph, GraphError
+from .cutrepair import cut_guided_repair
 from .dp import dp_search
 from .heuristics import HEURISTICS, best_heuristic
 from .mip import solve_piece
@@ -278,6 +279,17 @@ def plan_order(g: Graph, time_limit: float = 10.0, node_budget: int = 100,
     report["cut_solved"] = prof.solved
     report["cut_complete"] = prof.complete
     report["bound_seconds"] = round(time.perf_counter() - t0 - report["heuristic_seconds"], 3)
+    # 2b. cut-guided repair at the peak step (long-distance moves); checked like every candidate
+    if peak > lb:
+        t_rep = time.perf_counter()
+        cand, cand_peak, rounds = cut_guided_repair(g, order, lb, min(deadline, t_rep + 0.25 * total))
+        try:
+            g.check_order(cand)
+            if cand_peak < peak:
+                order, peak = cand, cand_peak
+        except GraphError:
+            rounds = -1  # recorded; the heuristic order is kept
+        report["cut_repair"] = {"rounds": rounds, "seconds": round(time.perf_counter() - t_rep, 3)}
     res = OrderResult(order, peak, program_peak, report=report)
     # 3. refinement
     jobs = (os.cpu_count() or 1) if jobs is None else max(1, int(jobs))
