@@ -8,6 +8,10 @@ Pipeline
 2. Lower bound ``cut_bound`` (pruned by the candidates' profiles, and given at
    most a quarter of the time budget). If the best candidate reaches it, stop:
    it is optimal.
+2b. Cut-guided repair (:mod:`roam_tvm.order.cutrepair`): at the peak step, run
+   the min-cut prefix of that op first; repeat while the peak drops. This makes
+   the long-distance moves (weight-gradient kernels pulled into the backward
+   chain) that windows cannot.
 3. Refinement passes: cut the current order into windows (segments between
    fixed-position ops, chunked to ``node_budget`` around the peak, see
    :mod:`roam_tvm.order.tree`). Only windows whose peak is above the *floor*
