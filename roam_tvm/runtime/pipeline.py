@@ -6,6 +6,8 @@
     legalize                  LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR
     schedule (GPU only)       robust_schedule(target)      (replaces dl.ApplyDefaultSchedule)
     [RoamOrder]               if order=True: rewrites binding order of the call_tir-level module
+                              (order and layout both on: RoamPlan runs RoamOrder, lowering and
+                              RoamLayout, keeping per function the better of new and program order)
     dataflow lowering         RewriteDataflowReshape, ToNonDataflow, RemovePurityChecking,
                               CallTIRRewrite
     ---- memory planning ---- lower_to_memory_planning() stops here
@@ -41,6 +43,8 @@ from typing import Any
 
 import tvm
 from tvm import relax
+
+from ..passes import RoamLayout, RoamOrder, RoamPlan
 
 logger = logging.getLogger(__name__)
 
@@ -163,32 +167,10 @@ def dataflow_lower_passes(target=None) -> list[tvm.transform.Pass]:
     ]
 
 
-def _roam_order(order_options: dict) -> tvm.transform.Pass:
-    try:
-        from roam_tvm.passes import RoamOrder  # pylint: disable=import-outside-toplevel
-    except ImportError as err:  # pragma: no cover - depends on the lead's progress
-        raise ImportError(
-            "order=True needs roam_tvm.passes.RoamOrder, which is not importable yet "
-            f"({err}); use order=False"
-        ) from err
-    return RoamOrder(**order_options)
-
-
-def _roam_layout(layout_options: dict) -> tvm.transform.Pass:
-    try:
-        from roam_tvm.passes import RoamLayout  # pylint: disable=import-outside-toplevel
-    except ImportError as err:  # pragma: no cover - depends on the lead's progress
-        raise ImportError(
-            "layout=True needs roam_tvm.passes.RoamLayout, which is not importable yet "
-            f"({err}); use layout=False"
-        ) from err
-    return RoamLayout(**layout_options)
-
-
 def memory_plan_passes(layout: bool = True, **layout_options) -> list[tvm.transform.Pass]:
     """[RoamLayout(**layout_options)] if layout else [StaticPlanBlockMemory()]."""
     if layout:
-        return [_roam_layout(layout_options)]
+        return [RoamLayout(**layout_options)]
     if layout_options:
         raise TypeError(f"layout options given with layout=False: {sorted(layout_options)}")
     return [relax.transform.StaticPlanBlockMemory()]
@@ -251,7 +233,7 @@ def pre_planning_passes(
     target = as_target(target)
     passes = library_dispatch_passes(target) + legalize_passes(target, schedule)
     if order:
-        passes.append(_roam_order(order_options))
+        passes.append(RoamOrder(**order_options))
     elif order_options:
         raise TypeError(f"order options given with order=False: {sorted(order_options)}")
     return passes + dataflow_lower_passes(target)
@@ -323,8 +305,6 @@ def pipeline(
             # RoamPlan = RoamOrder -> dataflow lowering -> RoamLayout, keeping per
             # function the better of (new order, program order): never worse than
             # TVM's default planner on the original order.
-            from roam_tvm.passes import RoamPlan  # pylint: disable=import-outside-toplevel
-
             plan = RoamPlan(dataflow_lower_passes(tgt), order_opts, layout_opts)
             return (library_dispatch_passes(tgt) + legalize_passes(tgt, schedule) + [plan]
                     + finalize_rest_passes(tgt))
