@@ -12,6 +12,7 @@ from roam_tvm.layout import (Buffer, LayoutError, Problem, Solution, best_heuris
                              layout_main, read_csv, read_csv_string, solve, solve_mip, validate, write_csv)
 from roam_tvm.layout.heuristics import ORDERS, Arrays, OverlapIndex
 from roam_tvm.layout.join import join_solve
+from roam_tvm.layout import native
 from roam_tvm.layout.search import search_fit
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "benchmarks", "dsa")
@@ -263,9 +264,82 @@ def test_solve_respects_time_limit_on_large_trace():
 
 
 @needs_data
+@pytest.mark.parametrize("name", ["G", "I", "K"])
+def test_minimalloc_hardest_fit_quickly(name):
+    """The three instances the search missed before it re-ranked decomposed subproblems."""
+    p = read_csv(os.path.join(DATA, "minimalloc", f"{name}.1048576.csv"), capacity=1048576)
+    s = solve(p, time_limit=30, target=1048576)
+    assert s.height <= 1048576 and validate(p, s) == []
+
+
+@needs_data
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["A", "C", "D"])
+@pytest.mark.parametrize("name", list("ABCDEFGHIJK"))
 def test_minimalloc_challenging_fits(name):
     p = read_csv(os.path.join(DATA, "minimalloc", f"{name}.1048576.csv"), capacity=1048576)
     s = solve(p, time_limit=60, target=1048576)
     assert s.height <= 1048576 and validate(p, s) == []
+
+
+# ---------------------------------------------------------------- native kernel
+needs_native = pytest.mark.skipif(not native.available(), reason=f"no C compiler: {native.unavailable_reason()}")
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(6))
+def test_native_search_matches_python(seed):
+    """The compiled kernel runs the very same search: same answer, same node count."""
+    from roam_tvm.layout.search import SearchParams
+    rng = np.random.default_rng(100 + seed)
+    p = random_problem(rng, n=16, t=24, max_size=40, alignment=1 + seed % 2 * 3)
+    arr = Arrays(p)
+    a = arr.active
+    args = (arr.lower[a], arr.upper[a], arr.size[a], arr.align[a])
+    lb = p.lower_bound()
+    for cap in (lb, lb + lb // 20, lb + lb // 8):
+        runs = []
+        for use_native in (False, True):
+            st: dict = {}
+            params = SearchParams(native=use_native, preorders=("TLA",))
+            offs = search_fit(*args, cap, 10, params=params, stats=st)
+            runs.append((offs, st["nodes"], offs is not None or st.get("proved_infeasible", False)))
+        (po, pn, pdone), (no, nn, ndone) = runs
+        assert pdone, "the Python search should settle these small instances"
+        assert ndone and (po is None) == (no is None) and pn == nn
+        if no is not None:
+            assert np.array_equal(po, no)
+            full = np.zeros(arr.n, np.int64)
+            full[a] = no
+            assert validate(p.with_capacity(cap), arr.solution(full, "native")) == []
+
+
+@needs_native
+def test_native_search_is_exact_on_tiny_problems():
+    from roam_tvm.layout.search import SearchParams
+    rng = np.random.default_rng(7)
+    for _ in range(4):
+        p = random_problem(rng, n=5, t=8, max_size=7)
+        opt = brute_force_height(p)
+        arr = Arrays(p)
+        a = arr.active
+        args = (arr.lower[a], arr.upper[a], arr.size[a], arr.align[a])
+        params = SearchParams(native=True)
+        assert search_fit(*args, opt - 1, 5, params=params) is None
+        assert search_fit(*args, opt, 5, params=params) is not None
+
+
+def test_native_build_failure_falls_back(monkeypatch, tmp_path):
+    """No working compiler: the kernel reports why, and the search stays in Python."""
+    from roam_tvm.layout import search as search_mod
+    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(native, "_tried", False)
+    monkeypatch.setattr(native, "_why", "")
+    monkeypatch.setenv("ROAM_TVM_CACHE", str(tmp_path))
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    assert not native.available()
+    assert "no-such-compiler" in native.unavailable_reason()
+    p = random_problem(np.random.default_rng(3), n=12, t=16, max_size=9)
+    arr = Arrays(p)
+    a = arr.active
+    offs = search_mod.search_fit(arr.lower[a], arr.upper[a], arr.size[a], arr.align[a], 10 ** 9, 5)
+    assert offs is not None

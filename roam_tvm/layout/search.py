@@ -31,7 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-PREORDERS = ("TWA", "WTA", "TAW", "AWT", "SWT")
+from . import native
+
+PREORDERS = ("LAT", "TAL", "TLA", "TWA", "WTA", "TAW", "AWT", "SWT")
 
 
 @dataclass
@@ -56,8 +58,12 @@ class SearchParams:
         restart (64-bit hashes: a collision could only hide a solution).
     preorders: static tie-break orders, each a string of keys applied in turn
         (T: peak total of its sections, W: number of sections, A: area,
-        S: size, L: length), all descending; tried round-robin with a node
-        limit starting at ``2 * n`` and doubling.
+        S: size, L: length of the lifespan), all descending; tried round-robin
+        with a node limit starting at ``2 * n`` and doubling. The default
+        leads with MiniMalloc's three (lifespan, area and section total in
+        turn), then ours.
+    native: run the compiled kernel (:mod:`.native`, same search, same rules;
+        ``suffix_check`` is Python-only) when a C compiler is available.
     """
 
     canonical_only: bool = True
@@ -70,6 +76,7 @@ class SearchParams:
     memo: bool = True
     suffix_check: bool = True
     hatless: bool = True
+    native: bool = True
 
 
 SUFFIX_CELLS = 1 << 15  # the energetic check is skipped where it would sort more cells than this
@@ -127,25 +134,37 @@ class _Sub:
             prev[k] = i
         return out
 
-    def preorder(self, key: str) -> np.ndarray:
-        """Rank of each buffer under a preorder key string (0 = first)."""
-        tot = np.where(self.inc, self.total0[None, :], 0).max(1) if self.nsec else np.zeros(self.m, np.int64)
+    def preorder(self, key: str, members: np.ndarray | None = None, total: np.ndarray | None = None) -> np.ndarray:
+        """Rank of each buffer under a preorder key string (0 = first).
+
+        With ``members`` and ``total`` (the unplaced bytes per section now): the
+        ranks of just those buffers, T read from the current totals. A
+        subproblem split off by a decomposition is re-sorted this way, as
+        MiniMalloc does; on its hard instances the fresh order is what finds
+        the packing.
+        """
+        idx = np.arange(self.m) if members is None else np.asarray(members)
+        tot_now = self.total0 if total is None else total
+        if self.nsec and len(idx):
+            tot = np.where(self.inc[idx], tot_now[None, :], 0).max(1)
+        else:
+            tot = np.zeros(len(idx), np.int64)
         feats = {
             "T": tot,
-            "W": self.su - self.sl,
-            "A": self.size * self.length,
-            "S": self.size,
-            "L": self.length,
+            "W": (self.su - self.sl)[idx],
+            "A": (self.size * self.length)[idx],
+            "S": self.size[idx],
+            "L": self.length[idx],
         }
-        keys = [np.arange(self.m)] + [-feats[c] for c in reversed(key)]
+        keys = [np.arange(len(idx))] + [-feats[c] for c in reversed(key)]
         order = np.lexsort(keys)
-        rank = np.empty(self.m, np.int64)
-        rank[order] = np.arange(self.m)
+        rank = np.empty(len(idx), np.int64)
+        rank[order] = np.arange(len(idx))
         return rank
 
 
 def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, node_limit: int,
-            counter: list[int], memo: set | None = None) -> np.ndarray | None:
+            counter: list[int], memo: set | None = None, key: str | None = None) -> np.ndarray | None:
     """Depth-first search for one static preorder; offsets or None (proved infeasible).
 
     All per-node work is O(neighbours + sections) numpy on small arrays: minimum
@@ -154,8 +173,9 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
     """
     m, cap, nsec = sub.m, sub.capacity, sub.nsec
     size, align, sl, su = sub.size, sub.align, sub.sl, sub.su
-    sizel, alignl, sll, sul, rankl = size.tolist(), align.tolist(), sl.tolist(), su.tolist(), rank.tolist()
+    sizel, alignl, sll, sul = size.tolist(), align.tolist(), sl.tolist(), su.tolist()
     nbrs, members, twin = sub.nbrs, sub.members, sub.twins(rank)
+    rank = rank.copy()  # subproblems re-rank their own buffers in place
     BIG = np.int64(1) << np.int64(60)
     mo = np.zeros(m + 1, np.int64)  # index m: padding, always BIG
     mo[m] = BIG
@@ -301,13 +321,21 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
                     rsl, rsu = sl[rest], su[rest]
                     for lo_s, hi_s in zip(bounds[:-1], bounds[1:]):
                         sp = rest[(rsl >= lo_s) & (rsu <= hi_s)]
-                        if len(sp) and not rec(sp, lo_s, hi_s, 0, -1):
-                            ok = False
+                        if not len(sp):
+                            continue
+                        saved = rank[sp]
+                        if key is not None:
+                            rank[sp] = sub.preorder(key, sp, total)
+                        try:
+                            ok = rec(sp, lo_s, hi_s, 0, -1)
+                        finally:
+                            rank[sp] = saved
+                        if not ok:
                             break
                     if ok:
                         best[:] = np.where(off >= 0, off, best)
                 else:
-                    ok = rec(part, slo, shi, o, rankl[i])
+                    ok = rec(part, slo, shi, o, int(rank[i]))
                 if decomp and b - a > 1:
                     cuts[a + 1:b] += 1
             if nj is not None:
@@ -333,6 +361,32 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
     return best if found else None
 
 
+def _native_runner(sub: _Sub, cache: dict | None, gi: int, use_memo: bool):
+    """A drop-in for :func:`_search` that runs the compiled kernel on the same group."""
+    key = ("native", gi)
+    tables = cache.get(key) if cache is not None else None
+    if tables is None:
+        tables = native.Tables(sub)
+        if cache is not None:
+            cache[key] = tables
+    memo = np.zeros(native.MEMO_SLOTS, np.uint64) if use_memo else None  # one per capacity, shared by preorders
+
+    def run(sub, rank, params, deadline, node_limit, counter, _memo, key):
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            raise _Timeout
+        twin = np.asarray(sub.twins(rank), np.int32)
+        status, offs, nodes = native.search(sub, tables, rank, twin, sub.capacity, min(node_limit, 1 << 62), left,
+                                            memo, key)
+        counter[0] += nodes
+        if status == native.NODE_LIMIT:
+            raise _NodeLimit
+        if status == native.TIME_LIMIT:
+            raise _Timeout
+        return offs if status == native.FOUND else None
+    return run
+
+
 def _partitions(lower: np.ndarray, upper: np.ndarray) -> list[np.ndarray]:
     """Groups of buffer indices whose lifespans chain together (time cuts between groups)."""
     order = np.argsort(lower, kind="stable")
@@ -348,7 +402,8 @@ def _partitions(lower: np.ndarray, upper: np.ndarray) -> list[np.ndarray]:
         reach = max(reach, upper[i])
     if cur:
         groups.append(np.array(cur))
-    return groups
+    # input order inside a group: ties in the preorders fall back to it (file order, as in MiniMalloc)
+    return [np.sort(g) for g in groups]
 
 
 MAX_GROUP = 3000
@@ -393,14 +448,17 @@ def search_fit(lower, upper, size, align, capacity: int, time_limit: float = 10.
                     cache[gi] = (sub, ranks)
             sub.capacity = int(capacity)
             limit = 2 * max(sub.m, 1)
+            run = _search
+            if params.native and native.available():
+                run = _native_runner(sub, cache, gi, params.memo)
             shared = set() if params.memo else None  # refutations hold for every preorder
             memos = [shared for _ in ranks]
             sol = None
             while sol is None:
-                for rank, memo in zip(ranks, memos):
+                for rank, memo, key in zip(ranks, memos, params.preorders or [None]):
                     try:
-                        sol = _search(sub, rank, params, deadline, limit if len(ranks) > 1 else 1 << 62, counter,
-                                      memo)
+                        sol = run(sub, rank, params, deadline, limit if len(ranks) > 1 else 1 << 62, counter, memo,
+                                  key)
                     except _NodeLimit:
                         continue
                     if sol is None:  # proved infeasible
