@@ -4,7 +4,8 @@
 
 Writes benchmarks/results/dsa.json: per instance the arena, lower bound, ratio,
 seconds, whether it fits the capacity (MiniMalloc: 1,048,576) and whether the
-independent validator accepts it, plus the command, versions and machine.
+independent validator accepts it, plus the command, versions, machine and
+whether the search ran compiled (``ROAM_TVM_NATIVE=0`` measures pure Python).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from roam_tvm.layout import read_csv, solve, validate  # noqa: E402
+from roam_tvm.layout import native, read_csv, solve, validate  # noqa: E402
 
 MINIMALLOC_CAPACITY = 1048576
 
@@ -84,6 +85,9 @@ def main(argv=None) -> int:
     out = {
         "command": "nice python benchmarks/dsa.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "time_limit": args.time_limit,
+        # the search runs compiled where a C compiler is present (same search, same answers, faster)
+        "native_search": native.available(),
+        "native_search_note": native.unavailable_reason() or "compiled kernel in use",
         "versions": versions(),
         "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpu_count": os.cpu_count()},
         "results": results,
