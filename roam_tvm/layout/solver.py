@@ -4,7 +4,9 @@
 
 1. every greedy order (:mod:`.heuristics`), then compaction; it stops as soon as
    the height equals the lower bound (the peak of live bytes);
-2. ROAM's piecewise join (:mod:`.join`);
+2. for big problems the search cannot take, an iterated greedy over the
+   small-long-lived-first orders (:mod:`.large`);
+   then ROAM's piecewise join (:mod:`.join`);
 3. a MiniMalloc-style branch-and-bound (:mod:`.search`) asked for ever lower
    capacities: first the problem's capacity if the heuristics overshoot it,
    then the lower bound, then bisection between the two;
@@ -21,6 +23,7 @@ import numpy as np
 
 from .heuristics import ORDERS, Arrays, OverlapIndex, best_heuristic
 from .join import compact, join_solve
+from .large import improve as improve_large
 from .problem import Problem, Solution
 from .search import SearchParams, search_fit
 from .validate import is_valid
@@ -28,6 +31,7 @@ from .validate import is_valid
 METHODS = ("auto", "greedy", "search", "mip", "join")
 MAX_SEARCH_BUFFERS = 3000
 MAX_MIP_BUFFERS = 40
+LARGE_MIN_BUFFERS = 3000  # below this the greedy orders already run many times over
 
 
 def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", progress: bool = False,
@@ -63,8 +67,10 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
     act = np.nonzero(arr.active)[0]
     from .search import too_big
     searchable = method in ("auto", "search") and not too_big(arr.lower[act], arr.upper[act], MAX_SEARCH_BUFFERS)
-    # Without a search to follow, the greedy orders are the best use of the time.
-    share = 0.4 if searchable else 0.8
+    # Without a search to follow, the greedy orders are the best use of the time, except on
+    # big traces, where the small-long-lived-first family (.large) beats every plain order.
+    big = method in ("auto", "greedy") and not searchable and len(act) >= LARGE_MIN_BUFFERS
+    share = 0.4 if searchable else (0.3 if big else 0.8)
     best = box[0] = best_heuristic(problem, ORDERS, ("first", "best"), time_limit=share * time_limit, stop_at=lb,
                           arr=arr, index=index)
     tried = best.stats.get("heuristics", [])
@@ -89,10 +95,21 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
             best = box[0] = sol
             say(f"{name}: {sol.height} ({sol.height / max(lb, 1):.5f} x LB)")
 
-    if not target_done(best.height) and room():
+    # Compaction never lowered a greedy layout of a big trace and costs a pass or more there.
+    if not target_done(best.height) and room() and not big:
         offs = np.array([best.offsets[b.id] for b in problem.buffers], np.int64)
         c = arr.solution(compact(arr, index, offs, deadline=deadline), best.method + "+compact")
         consider(c, "compaction")
+        best = box[0]
+
+    if big and not target_done(best.height) and room():
+        # Leave time to validate what it returns (a sweep over all buffers).
+        st: dict = {}
+        found = improve_large(arr, index, lb, deadline - max(pass_s, 0.03 * time_limit), best.height,
+                              max(lb, target or 0), stats=st)
+        say(f"small-long-first: {st.get('passes', 0)} passes")
+        if found is not None:
+            consider(arr.solution(*found), "small-long-first")
         best = box[0]
 
     if method in ("auto", "join") and not target_done(best.height) and room(3):
