@@ -96,3 +96,54 @@ def test_solve_uses_the_stage_on_big_problems(monkeypatch):
     assert time.perf_counter() - t0 < 6.0
     assert is_valid(p, sol)
     assert sol.height <= greedy_height(p)
+
+
+# ---------------------------------------------------------------- skyline passes (compiled kernel)
+import pytest  # noqa: E402
+
+from roam_tvm.layout import native  # noqa: E402
+from roam_tvm.layout.large import skyline_passes  # noqa: E402
+
+needs_native = pytest.mark.skipif(not native.available(), reason=f"no C compiler: {native.unavailable_reason()}")
+
+
+def _skyline_reference(lo, up, sz, al, rank):
+    """Plain-Python skyline: the lowest-resting buffer next, ties by rank."""
+    pts = np.unique(np.concatenate((lo, up)))
+    sl, su = np.searchsorted(pts, lo), np.searchsorted(pts, up)
+    sky = np.zeros(len(pts), np.int64)
+    off = np.full(len(sz), -1, np.int64)
+    for _ in range(len(sz)):
+        rest = np.flatnonzero(off < 0)
+        mo = np.array([-(-int(sky[sl[i]:su[i]].max()) // int(al[i])) * int(al[i]) for i in rest])
+        i = rest[np.lexsort((rank[rest], mo))[0]]
+        off[i] = mo[np.flatnonzero(rest == i)[0]]
+        sky[sl[i]:su[i]] = off[i] + sz[i]
+    return off
+
+
+@needs_native
+@pytest.mark.parametrize("alignment", [1, 8])
+def test_native_skyline_matches_reference(alignment):
+    rng = np.random.default_rng(alignment)
+    n = 60
+    lo = rng.integers(0, 50, n)
+    up = lo + rng.integers(1, 20, n)
+    sz = rng.integers(1, 30, n) * alignment
+    al = np.full(n, alignment)
+    rank = rng.permutation(n)
+    got = native.skyline(lo, up, sz, al, rank, 10)
+    assert np.array_equal(got, _skyline_reference(lo, up, sz, al, rank))
+
+
+@needs_native
+def test_skyline_passes_valid_and_reported():
+    p = planted(5, alignment=8)
+    arr = Arrays(p)
+    st: dict = {}
+    found = skyline_passes(arr, time.perf_counter() + 10, None, 0, stats=st)
+    assert found is not None and [k for k, _ in st["tried"]] == ["skyline-SL", "skyline-A"]
+    offs, name = found
+    sol = arr.solution(offs, name)
+    assert is_valid(p, sol) and all(o % 8 == 0 for o in sol.offsets.values())
+    assert sol.height == min(h for _, h in st["tried"])

@@ -381,3 +381,85 @@ int roam_search(int m, int nsec, const i64 *sl, const i64 *su, const i64 *size, 
     if (status) return status;
     return ok ? 1 : 0;
 }
+
+/* ------------------------------------------------------------------ skyline placement
+ * Bottom-up greedy for traces too big for the search: repeatedly place the
+ * unplaced buffer with the lowest minimum offset (the highest skyline point
+ * over its lifespan), ties by rank, at that offset, and raise the skyline over
+ * its lifespan. A lazy heap holds (offset seen, rank, buffer); a segment tree
+ * with range-assign answers the skyline maxima in O(log sections).
+ * Returns 1 on success, -2 past the time limit.
+ */
+typedef struct { i64 *mx, *lz; int n; } Seg;
+
+static void seg_push(Seg *t, int node) {
+    if (t->lz[node] >= 0) {
+        for (int c = 2 * node; c <= 2 * node + 1; c++) { t->mx[c] = t->lz[node]; t->lz[c] = t->lz[node]; }
+        t->lz[node] = -1;
+    }
+}
+
+static i64 seg_max(Seg *t, int node, int lo, int hi, int a, int b) {
+    if (b <= lo || hi <= a) return 0;
+    if (a <= lo && hi <= b) return t->mx[node];
+    seg_push(t, node);
+    int mid = (lo + hi) / 2;
+    i64 x = seg_max(t, 2 * node, lo, mid, a, b), y = seg_max(t, 2 * node + 1, mid, hi, a, b);
+    return x > y ? x : y;
+}
+
+static void seg_set(Seg *t, int node, int lo, int hi, int a, int b, i64 v) {
+    if (b <= lo || hi <= a) return;
+    if (a <= lo && hi <= b) { t->mx[node] = v; t->lz[node] = v; return; }
+    seg_push(t, node);
+    int mid = (lo + hi) / 2;
+    seg_set(t, 2 * node, lo, mid, a, b, v);
+    seg_set(t, 2 * node + 1, mid, hi, a, b, v);
+    t->mx[node] = t->mx[2 * node] > t->mx[2 * node + 1] ? t->mx[2 * node] : t->mx[2 * node + 1];
+}
+
+typedef struct { i64 key, rank; i32 idx; } HeapItem;
+
+static int heap_less(const HeapItem *a, const HeapItem *b) {
+    return a->key != b->key ? a->key < b->key : a->rank < b->rank;
+}
+
+static void heap_down(HeapItem *h, int n, int k) {
+    for (;;) {
+        int l = 2 * k + 1, r = l + 1, m = k;
+        if (l < n && heap_less(&h[l], &h[m])) m = l;
+        if (r < n && heap_less(&h[r], &h[m])) m = r;
+        if (m == k) return;
+        HeapItem tmp = h[k]; h[k] = h[m]; h[m] = tmp;
+        k = m;
+    }
+}
+
+int roam_skyline(int n, int nsec, const i64 *sl, const i64 *su, const i64 *size, const i64 *align,
+                 const i64 *rank, i64 *out, double seconds) {
+    double deadline = now_s() + seconds;
+    Seg t;
+    t.n = nsec > 0 ? nsec : 1;
+    t.mx = (i64 *)calloc((size_t)(4 * t.n), sizeof(i64));
+    t.lz = (i64 *)malloc(sizeof(i64) * (size_t)(4 * t.n));
+    for (int k = 0; k < 4 * t.n; k++) t.lz[k] = -1;
+    HeapItem *h = (HeapItem *)malloc(sizeof(HeapItem) * (size_t)(n > 0 ? n : 1));
+    for (int i = 0; i < n; i++) { h[i].key = 0; h[i].rank = rank[i]; h[i].idx = i; }
+    for (int k = n / 2 - 1; k >= 0; k--) heap_down(h, n, k);
+    int size_h = n, status = 1;
+    i64 pops = 0;
+    while (size_h > 0) {
+        if ((++pops & 4095) == 0 && now_s() > deadline) { status = -2; break; }
+        HeapItem top = h[0];
+        i32 i = top.idx;
+        i64 m = seg_max(&t, 1, 0, t.n, (int)sl[i], (int)su[i]);
+        if (align[i] > 1) m = ((m + align[i] - 1) / align[i]) * align[i];
+        if (m > top.key) { h[0].key = m; heap_down(h, size_h, 0); continue; } /* stale: re-sift */
+        out[i] = m;
+        seg_set(&t, 1, 0, t.n, (int)sl[i], (int)su[i], m + size[i]);
+        h[0] = h[--size_h];
+        heap_down(h, size_h, 0);
+    }
+    free(h); free(t.lz); free(t.mx);
+    return status;
+}

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import native
 from .heuristics import Arrays, OverlapIndex, order_for, place
 
 BASES = ("size", "size_long")
@@ -172,4 +173,65 @@ def improve(arr: Arrays, index: OverlapIndex, lb: int, deadline: float, height: 
             best, best_h = (offs, s.name), h
     if stats is not None:
         stats.update(passes=len(tried), tried=tried)
+    return best
+
+
+# Tie-break keys for the skyline passes (all descending): size then length, area.
+SKYLINE_KEYS = ("SL", "A")
+
+
+def skyline_passes(arr: Arrays, deadline: float, height: int | None = None, goal: int = 0,
+                   keys: tuple[str, ...] = SKYLINE_KEYS, stats: dict | None = None) -> tuple[np.ndarray, str] | None:
+    """Bottom-up skyline placements (compiled kernel), one per tie-break key.
+
+    The opposite of a size order: it always fills the lowest point of the
+    skyline next, which on long traces with many mid-sized buffers (Y_1) leaves
+    fewer holes than any largest-first order. Needs the compiled kernel
+    (:func:`native.available`); returns None without it.
+
+    Parameters
+    ----------
+    arr : Arrays
+        The problem.
+    deadline : float
+        ``time.perf_counter()`` value; a pass past it is abandoned.
+    height : int, optional
+        The height to beat.
+    goal : int
+        Stop once a pass reaches this height.
+    keys : tuple of str
+        Tie-break keys: S size, L lifespan length, A area, each descending.
+    stats : dict, optional
+        Filled with ``tried`` (name, height) pairs.
+
+    Returns
+    -------
+    tuple of (np.ndarray, str) or None
+        The best offsets (all buffers) and the method name, or None if no pass beat ``height``.
+    """
+    if not native.available() or not arr.active.any():
+        return None
+    act = np.nonzero(arr.active)[0]
+    lo, up, sz = arr.lower[act], arr.upper[act], arr.size[act]
+    feats = {"S": sz, "L": up - lo, "A": sz * (up - lo)}
+    best, best_h, tried = None, height, []
+    for key in keys:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            break
+        rank = np.empty(len(act), np.int64)
+        rank[np.lexsort([np.arange(len(act))] + [-feats[c] for c in reversed(key)])] = np.arange(len(act))
+        offs = native.skyline(lo, up, sz, arr.align[act], rank, left)
+        if offs is None:
+            break
+        full = np.zeros(arr.n, np.int64)
+        full[act] = offs
+        h = int((offs + sz).max())
+        tried.append((f"skyline-{key}", h))
+        if best_h is None or h < best_h:
+            best, best_h = (full, f"skyline-{key}"), h
+        if h <= goal:
+            break
+    if stats is not None:
+        stats["tried"] = tried
     return best

@@ -77,6 +77,8 @@ def _load() -> ctypes.CDLL | None:
                                 p64, p32,
                                 p32, p32, p32, p32, p64, p64, ctypes.c_int64, ctypes.c_double,
                                 ctypes.POINTER(ctypes.c_uint64), ctypes.c_int64, p64, p64]
+    lib.roam_skyline.restype = ctypes.c_int
+    lib.roam_skyline.argtypes = [ctypes.c_int, ctypes.c_int, p64, p64, p64, p64, p64, p64, ctypes.c_double]
     _lib = lib
     return _lib
 
@@ -141,3 +143,27 @@ def search(sub, tables: Tables, rank: np.ndarray, twin: np.ndarray, capacity: in
                              memo_arr.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)), slots,
                              ptr(out, p64), ptr(nodes, p64))
     return status, out[:sub.m], int(nodes[0])
+
+
+def skyline(lower: np.ndarray, upper: np.ndarray, size: np.ndarray, align: np.ndarray, rank: np.ndarray,
+            seconds: float) -> np.ndarray | None:
+    """Bottom-up skyline placement (compiled): offsets, or None past ``seconds``.
+
+    Repeatedly places the unplaced buffer whose lowest feasible offset (the top
+    of the skyline over its lifespan) is least, ties by ``rank``, there.
+    Every buffer rests on the skyline, so the layout is valid by construction.
+    """
+    lib = _load()
+    if lib is None:
+        raise RuntimeError(f"native kernel unavailable: {_why}")
+    lower = np.asarray(lower, np.int64)
+    upper = np.asarray(upper, np.int64)
+    pts = np.unique(np.concatenate((lower, upper)))
+    sl = np.ascontiguousarray(np.searchsorted(pts, lower), np.int64)
+    su = np.ascontiguousarray(np.searchsorted(pts, upper), np.int64)
+    arrays = [np.ascontiguousarray(a, np.int64) for a in (size, align, rank)]
+    out = np.zeros(max(len(sl), 1), np.int64)
+    p64 = ctypes.POINTER(ctypes.c_int64)
+    status = lib.roam_skyline(len(sl), max(len(pts) - 1, 1), sl.ctypes.data_as(p64), su.ctypes.data_as(p64),
+                              *(a.ctypes.data_as(p64) for a in arrays), out.ctypes.data_as(p64), float(seconds))
+    return out[:len(sl)] if status == 1 else None

@@ -4,8 +4,8 @@
 
 1. every greedy order (:mod:`.heuristics`), then compaction; it stops as soon as
    the height equals the lower bound (the peak of live bytes);
-2. for big problems the search cannot take, an iterated greedy over the
-   small-long-lived-first orders (:mod:`.large`);
+2. for big problems the search cannot take, bottom-up skyline passes (compiled)
+   and an iterated greedy over the small-long-lived-first orders (:mod:`.large`);
    then ROAM's piecewise join (:mod:`.join`);
 3. a MiniMalloc-style branch-and-bound (:mod:`.search`) asked for ever lower
    capacities: first the problem's capacity if the heuristics overshoot it,
@@ -24,6 +24,7 @@ import numpy as np
 from .heuristics import ORDERS, Arrays, OverlapIndex, best_heuristic
 from .join import compact, join_solve
 from .large import improve as improve_large
+from .large import skyline_passes
 from .problem import Problem, Solution
 from .search import SearchParams, search_fit
 from .validate import is_valid
@@ -100,6 +101,15 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
         offs = np.array([best.offsets[b.id] for b in problem.buffers], np.int64)
         c = arr.solution(compact(arr, index, offs, deadline=deadline), best.method + "+compact")
         consider(c, "compaction")
+        best = box[0]
+
+    if big and not target_done(best.height) and room():
+        st_sky: dict = {}
+        found = skyline_passes(arr, deadline - max(pass_s, 0.03 * time_limit), best.height, max(lb, target or 0),
+                               stats=st_sky)
+        say(f"skyline: {st_sky.get('tried', 'no compiled kernel')}")
+        if found is not None:
+            consider(arr.solution(*found), "skyline")
         best = box[0]
 
     if big and not target_done(best.height) and room():
