@@ -4,8 +4,9 @@
 
 1. every greedy order (:mod:`.heuristics`), then compaction; it stops as soon as
    the height equals the lower bound (the peak of live bytes);
-2. for big problems the search cannot take, bottom-up skyline passes (compiled)
-   and an iterated greedy over the small-long-lived-first orders (:mod:`.large`);
+2. for big problems the search cannot take, bottom-up skyline passes (compiled,
+   run before the greedy orders) and an iterated greedy over the
+   small-long-lived-first orders (:mod:`.large`);
    then ROAM's piecewise join (:mod:`.join`);
 3. a MiniMalloc-style branch-and-bound (:mod:`.search`) asked for ever lower
    capacities: first the problem's capacity if the heuristics overshoot it,
@@ -72,10 +73,18 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
     # big traces, where the small-long-lived-first family (.large) beats every plain order.
     big = method in ("auto", "greedy") and not searchable and len(act) >= LARGE_MIN_BUFFERS
     share = 0.4 if searchable else (0.3 if big else 0.8)
-    best = box[0] = best_heuristic(problem, ORDERS, ("first", "best"), time_limit=share * time_limit, stop_at=lb,
-                          arr=arr, index=index)
+    sky, st_sky = None, {}
+    if big:
+        # The skyline passes first: on long traces they often reach the bound outright (Y_1),
+        # and then a single greedy pass is all the heuristics stage needs to run.
+        sky = skyline_passes(arr, t0 + 0.4 * time_limit, None, max(lb, target or 0), stats=st_sky)
+    sky_done = sky is not None and target_done(int((sky[0] + arr.size)[arr.active].max()))
+    t_greedy = time.perf_counter()
+    best = box[0] = best_heuristic(problem, ORDERS, ("first", "best"),
+                                   time_limit=0.0 if sky_done else share * time_limit, stop_at=lb, arr=arr,
+                                   index=index)
     tried = best.stats.get("heuristics", [])
-    pass_s = (time.perf_counter() - t0) / max(len(tried), 1)  # seconds per greedy pass
+    pass_s = (time.perf_counter() - t_greedy) / max(len(tried), 1)  # seconds per greedy pass
 
     def room(k: float = 1.5) -> bool:
         """Enough time left for a stage costing about k greedy passes."""
@@ -103,13 +112,10 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
         consider(c, "compaction")
         best = box[0]
 
-    if big and not target_done(best.height) and room():
-        st_sky: dict = {}
-        found = skyline_passes(arr, deadline - max(pass_s, 0.03 * time_limit), best.height, max(lb, target or 0),
-                               stats=st_sky)
+    if big:
         say(f"skyline: {st_sky.get('tried', 'no compiled kernel')}")
-        if found is not None:
-            consider(arr.solution(*found), "skyline")
+        if sky is not None:
+            consider(arr.solution(*sky), "skyline")
         best = box[0]
 
     if big and not target_done(best.height) and room():
