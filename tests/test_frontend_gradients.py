@@ -34,6 +34,8 @@ OPS = {
     "hardtanh_clip": lambda h: F.hardtanh(h, -0.5, 0.5),
     "gather": lambda h: torch.gather(h, 1, torch.tensor([[0, 3, 3, 7]] * h.shape[0])),
     "leaky_relu": lambda h: F.leaky_relu(h, 0.1),
+    # relu whose input is exactly 0 on some elements: its gradient there must be 0, as in torch
+    "relu_at_zero": lambda h: F.relu(torch.cat([h[:, :6], torch.zeros_like(h[:, 6:])], dim=1) * 1.0) + h,
 }
 
 
@@ -69,3 +71,25 @@ def test_registered_ops_have_gradients():
     for op in ("relax.squeeze", "relax.gather_elements", "relax.strided_slice", "relax.nn.gelu",
                "relax.nn.gelu_tanh", "relax.clip"):
         assert has_gradient(op), op
+
+
+def test_relu_gradient_reads_the_output_and_tvm_is_restored():
+    """from_torch takes relu's gradient from relu's output (the input can die after the
+    forward); TVM's own registration is back in place afterwards."""
+    import tvm
+    from tvm import relax
+
+    from roam_tvm import from_torch
+
+    op = tvm.ir.Op.get("relax.nn.relu")
+    before = op.get_attr("FPrimalGradient")
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    ts = from_torch(m, (torch.randn(4, 8),), (torch.randint(0, 3, (4,)),), loss="cross_entropy",
+                    optimizer=SGD(lr=0.1), quiet=True)
+    assert op.get_attr("FPrimalGradient").same_as(before)
+    text = ts.mod.script()
+    relu_out = [ln.split(":")[0].strip() for ln in text.splitlines() if "R.nn.relu(" in ln]
+    assert relu_out, "the step keeps a relu"
+    # the backward's mask compares relu's output with 0
+    assert any(f"R.greater({relu_out[0]}," in ln for ln in text.splitlines()), text[:3000]

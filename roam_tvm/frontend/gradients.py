@@ -10,10 +10,20 @@ checked against torch autograd by ``tests/test_frontend_gradients.py``.
 * ``relax.nn.gelu`` (erf form) and ``relax.nn.gelu_tanh``: closed-form derivatives.
 * ``relax.erf``, ``relax.rsqrt``, ``relax.square``, ``relax.clip``, ``relax.nn.leakyrelu``:
   closed-form derivatives (hit by decomposed norms / activations).
+
+:func:`output_based_gradients` swaps one of TVM's own, for the duration of our
+``Gradient`` call only: ``relax.nn.relu``'s gradient reads relu's *output*
+(``dy * (y > 0)``, as PyTorch's ``threshold_backward`` does) instead of its
+input. The output is kept for the next layer's weight gradient anyway, so the
+input (a normalisation or residual-add result) can die right after the forward
+pass instead of living until the backward reaches it. The two agree except at
+an input of exactly 0, where TVM's passes the gradient and PyTorch's (and ours)
+does not.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import tvm
@@ -173,6 +183,38 @@ def _leakyrelu_grad(orig_var, orig_call, output_grad, ctx):
     alpha = float(orig_call.attrs.alpha)
     return [R.where(R.greater(x, _const(0.0, dt)), output_grad,
                     R.multiply(output_grad, _const(alpha, dt)))]
+
+
+def _relu_grad_from_output(orig_var, orig_call, output_grad, ctx):
+    zero = _const(0.0, _dtype(orig_var))
+    return [R.where(R.greater(orig_var, zero), output_grad, zero)]
+
+
+# op -> gradient that reads the op's output instead of its input (see the module docstring)
+_OUTPUT_BASED = {"relax.nn.relu": _relu_grad_from_output}
+
+
+@contextlib.contextmanager
+def output_based_gradients():
+    """Within the block, the ops in ``_OUTPUT_BASED`` take their gradient from their output.
+
+    TVM's own registrations are restored on exit, so other users of
+    ``relax.transform.Gradient`` in the process are unaffected.
+    """
+    saved = {}
+    try:
+        for name, fn in _OUTPUT_BASED.items():
+            op = tvm.ir.Op.get(name)
+            saved[name] = op.get_attr("FPrimalGradient")
+            op.reset_attr("FPrimalGradient")
+            register_gradient(name, fn)
+        yield
+    finally:
+        for name, fn in saved.items():
+            op = tvm.ir.Op.get(name)
+            op.reset_attr("FPrimalGradient")
+            if fn is not None:
+                register_gradient(name, fn)
 
 
 _GRADS = {

@@ -358,7 +358,8 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     check_gradients(fwd, pvars)
     progress(f"gradient of {len(_bindings(fwd))} bindings w.r.t. {len(pvars)} params")
     try:
-        mod = relax.transform.Gradient("fwd", require_grads=pvars, target_index=0)(mod)
+        with gradients.output_based_gradients():
+            mod = relax.transform.Gradient("fwd", require_grads=pvars, target_index=0)(mod)
     except Exception as e:  # noqa: BLE001  # pragma: no cover - pre-check catches most
         m = re.search(r"relax\.[\w.]+", str(e))
         op = m.group(0) if m else "<unknown>"
