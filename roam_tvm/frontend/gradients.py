@@ -9,7 +9,8 @@ checked against torch autograd by ``tests/test_frontend_gradients.py``.
   then pad (or trim) to the input extent on each sliced axis.
 * ``relax.nn.gelu`` (erf form) and ``relax.nn.gelu_tanh``: closed-form derivatives.
 * ``relax.erf``, ``relax.rsqrt``, ``relax.square``, ``relax.clip``, ``relax.nn.leakyrelu``:
-  closed-form derivatives (hit by decomposed norms / activations).
+  closed-form derivatives (hit by decomposed norms / activations); ``clip``'s
+  reads its output, for the reason given below for relu.
 
 :func:`output_based_gradients` swaps one of TVM's own, for the duration of our
 ``Gradient`` call only: ``relax.nn.relu``'s gradient reads relu's *output*
@@ -166,12 +167,14 @@ def _square_grad(orig_var, orig_call, output_grad, ctx):
 
 
 def _clip_grad(orig_var, orig_call, output_grad, ctx):
-    x = orig_call.args[0]
+    # From the output, like relu's (see the module docstring): lo < clip(x) < hi exactly when
+    # lo < x < hi, which is also where torch's hardtanh_backward passes the gradient.
+    y = orig_var
     lo, hi = orig_call.args[1], orig_call.args[2]
-    dt = _dtype(x)
+    dt = _dtype(y)
     lo_v = relax.const(float(lo.value), dt) if hasattr(lo, "value") else lo
     hi_v = relax.const(float(hi.value), dt) if hasattr(hi, "value") else hi
-    mask = R.logical_and(R.greater_equal(x, lo_v), R.less_equal(x, hi_v))
+    mask = R.logical_and(R.greater(y, lo_v), R.less(y, hi_v))
     # min/max are PrimValues: no gradient flows to them
     return [R.where(mask, output_grad, R.zeros_like(output_grad))] + [
         no_grad(a) for a in orig_call.args[1:]]
