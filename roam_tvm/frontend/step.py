@@ -37,6 +37,7 @@ import tvm
 from tvm import relax
 
 from . import gradients
+from .fuse_gelu import fuse_tanh_gelu
 from .errors import DynamicShapeError, MetaWeightsError, MissingGradientError, UnsupportedError
 from .optim import Optimizer, bn_stats_kernel, copy_kernel, counter_kernel, optimizer_kernel
 
@@ -351,6 +352,8 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     fwd, bn_info = add_bn_stat_outputs(fwd, list(bn_specs), n_carry=n_c)
     fwd = fwd.with_attr("global_symbol", "fwd")
     mod = tvm.IRModule({"fwd": fwd})
+    # explicit tanh-GELU (GPT-2's gelu_new) -> one op, whose gradient keeps only its input
+    mod["fwd"] = fuse_tanh_gelu(mod["fwd"])
     mod = relax.transform.DeadCodeElimination(["fwd"])(mod)
     mod = relax.transform.DecomposeOpsForTraining()(mod)
     fwd = mod["fwd"]
