@@ -37,8 +37,8 @@ import tvm
 from tvm import relax
 
 from . import gradients
-from .fuse_gelu import fuse_tanh_gelu
 from .errors import DynamicShapeError, MetaWeightsError, MissingGradientError, UnsupportedError
+from .fuse_gelu import fuse_tanh_gelu
 from .optim import Optimizer, bn_stats_kernel, copy_kernel, counter_kernel, optimizer_kernel
 
 # Ops whose output may be a view (alias) of their input once lowered.

@@ -32,6 +32,7 @@ import numpy as np
 
 from . import native
 from .heuristics import Arrays, OverlapIndex, order_for, place
+from .search import preorder_rank
 
 BASES = ("size", "size_long")
 
@@ -219,9 +220,7 @@ def skyline_passes(arr: Arrays, deadline: float, height: int | None = None, goal
         left = deadline - time.perf_counter()
         if left <= 0:
             break
-        rank = np.empty(len(act), np.int64)
-        rank[np.lexsort([np.arange(len(act))] + [-feats[c] for c in reversed(key)])] = np.arange(len(act))
-        offs = native.skyline(lo, up, sz, arr.align[act], rank, left)
+        offs = native.skyline(lo, up, sz, arr.align[act], preorder_rank(key, feats, len(act)), left)
         if offs is None:
             break
         full = np.zeros(arr.n, np.int64)

@@ -105,8 +105,7 @@ class Tables:
 
     def __init__(self, sub) -> None:
         self.nbr_ptr, self.nbr_idx = _csr(sub.nbrs)
-        members = [np.flatnonzero(sub.inc[:, s]) for s in range(sub.nsec)]
-        self.sec_ptr, self.sec_idx = _csr(members)
+        self.sec_ptr, self.sec_idx = _csr([row[row < sub.m] for row in sub.members])  # rows padded with m
         self.arrays = [np.ascontiguousarray(a, np.int64) for a in (sub.sl, sub.su, sub.size, sub.align, sub.length)]
         self.total0 = np.ascontiguousarray(sub.total0, np.int64)
         self.cuts0 = np.ascontiguousarray(sub.cuts0, np.int64)
@@ -137,8 +136,8 @@ def search(sub, tables: Tables, rank: np.ndarray, twin: np.ndarray, capacity: in
         memo_arr, slots = memo, len(memo)
     sl, su, size, align, length = tables.arrays
     status = lib.roam_search(sub.m, sub.nsec, ptr(sl, p64), ptr(su, p64), ptr(size, p64), ptr(align, p64),
-                             ptr(length, p64), (key or "").encode(), int(capacity), ptr(rank, p64), ptr(twin, p32), ptr(tables.nbr_ptr, p32),
-                             ptr(tables.nbr_idx, p32), ptr(tables.sec_ptr, p32), ptr(tables.sec_idx, p32),
+                             ptr(length, p64), (key or "").encode(), int(capacity), ptr(rank, p64),
+                             ptr(twin, p32), ptr(tables.nbr_ptr, p32), ptr(tables.nbr_idx, p32), ptr(tables.sec_ptr, p32), ptr(tables.sec_idx, p32),
                              ptr(tables.total0, p64), ptr(tables.cuts0, p64), int(node_limit), float(seconds),
                              memo_arr.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)), slots,
                              ptr(out, p64), ptr(nodes, p64))

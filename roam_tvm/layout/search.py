@@ -156,11 +156,16 @@ class _Sub:
             "S": self.size[idx],
             "L": self.length[idx],
         }
-        keys = [np.arange(len(idx))] + [-feats[c] for c in reversed(key)]
-        order = np.lexsort(keys)
-        rank = np.empty(len(idx), np.int64)
-        rank[order] = np.arange(len(idx))
-        return rank
+        return preorder_rank(key, feats, len(idx))
+
+
+def preorder_rank(key: str, feats: dict[str, np.ndarray], n: int) -> np.ndarray:
+    """Rank (0 = first) of ``n`` items sorted by ``feats[c]`` for each letter ``c`` of ``key`` in
+    turn, all descending, ties in input order."""
+    order = np.lexsort([np.arange(n)] + [-feats[c] for c in reversed(key)])
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n)
+    return rank
 
 
 def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, node_limit: int,

@@ -27,7 +27,7 @@ from .join import compact, join_solve
 from .large import improve as improve_large
 from .large import skyline_passes
 from .problem import Problem, Solution
-from .search import SearchParams, search_fit
+from .search import SearchParams, search_fit, too_big
 from .validate import is_valid
 
 METHODS = ("auto", "greedy", "search", "mip", "join")
@@ -67,7 +67,6 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
 
     box = [None]
     act = np.nonzero(arr.active)[0]
-    from .search import too_big
     searchable = method in ("auto", "search") and not too_big(arr.lower[act], arr.upper[act], MAX_SEARCH_BUFFERS)
     # Without a search to follow, the greedy orders are the best use of the time, except on
     # big traces, where the small-long-lived-first family (.large) beats every plain order.
@@ -77,8 +76,9 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
     if big:
         # The skyline passes first: on long traces they often reach the bound outright (Y_1),
         # and then a single greedy pass is all the heuristics stage needs to run.
-        sky = skyline_passes(arr, t0 + 0.4 * time_limit, None, max(lb, target or 0), stats=st_sky)
-    sky_done = sky is not None and target_done(int((sky[0] + arr.size)[arr.active].max()))
+        found = skyline_passes(arr, t0 + 0.4 * time_limit, None, max(lb, target or 0), stats=st_sky)
+        sky = arr.solution(*found) if found is not None else None
+    sky_done = sky is not None and target_done(sky.height)
     t_greedy = time.perf_counter()
     best = box[0] = best_heuristic(problem, ORDERS, ("first", "best"),
                                    time_limit=0.0 if sky_done else share * time_limit, stop_at=lb, arr=arr,
@@ -115,7 +115,7 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
     if big:
         say(f"skyline: {st_sky.get('tried', 'no compiled kernel')}")
         if sky is not None:
-            consider(arr.solution(*sky), "skyline")
+            consider(sky, "skyline")
         best = box[0]
 
     if big and not target_done(best.height) and room():
@@ -174,7 +174,6 @@ def _iterated_greedy(arr, index, box, goal, deadline, consider) -> None:
 
 def _search_descent(problem, arr, act, box, lb, deadline, params, say, consider) -> None:
     """Ask the branch-and-bound for lower and lower capacities until time runs out."""
-    from .search import too_big
     lo_a, up_a, sz_a, al_a = arr.lower[act], arr.upper[act], arr.size[act], arr.align[act]
     if too_big(lo_a, up_a, MAX_SEARCH_BUFFERS):
         say("search: skipped (a time-connected group is too large)")
