@@ -83,7 +83,8 @@ def main(argv=None) -> int:
         results.append(r)
         print(json.dumps(r), flush=True)
     out = {
-        "command": "nice python benchmarks/dsa.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": ("ROAM_TVM_NATIVE=0 " if os.environ.get("ROAM_TVM_NATIVE") == "0" else "")
+        + "nice python benchmarks/dsa.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "time_limit": args.time_limit,
         # the search runs compiled where a C compiler is present (same search, same answers, faster)
         "native_search": native.available(),
