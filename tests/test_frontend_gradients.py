@@ -96,3 +96,59 @@ def test_relu_gradient_reads_the_output_and_tvm_is_restored():
     assert relu_out, "the step keeps a relu"
     # the backward's mask compares relu's output with 0
     assert any(f"R.greater({relu_out[0]}," in ln for ln in text.splitlines()), text[:3000]
+
+
+class NormNet(torch.nn.Module):
+    """Every norm configuration on its own slice of a (6, 24) hidden state; one build."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(12, 24)
+        self.ln = torch.nn.LayerNorm(6)                                 # last axis, affine
+        self.ln_plain = torch.nn.LayerNorm(6, elementwise_affine=False)  # no gamma/beta
+        self.ln_nobias = torch.nn.LayerNorm(6, bias=False)              # gamma only
+        self.ln2 = torch.nn.LayerNorm((2, 3))                           # two normalised axes
+        self.bn1 = torch.nn.BatchNorm1d(6)                               # (N, C)
+        self.bn1_seq = torch.nn.BatchNorm1d(2)                           # (N, C, L)
+        self.bn2 = torch.nn.BatchNorm2d(2)                               # (N, C, H, W)
+        self.bn2_plain = torch.nn.BatchNorm2d(2, affine=False)
+        self.l2 = torch.nn.Linear(6 * 4 + 6 + 6 + 12 + 12, 4)
+
+    def forward(self, x):
+        h = self.l1(x)
+        n = h.shape[0]
+        a, b, c, d = h[:, 0:6], h[:, 6:12], h[:, 12:18], h[:, 18:24]
+        parts = [
+            self.ln(a), self.ln_plain(b), self.ln_nobias(c),
+            self.ln2(d.reshape(n, 2, 3)).reshape(n, 6),
+            self.bn1(a * 2.0 + 1.0),
+            self.bn1_seq(b.reshape(n, 2, 3)).reshape(n, 6),
+            self.bn2(torch.cat([c, d], 1).reshape(n, 2, 2, 3)).reshape(n, 12),
+            self.bn2_plain(torch.cat([a, d], 1).reshape(n, 2, 3, 2)).reshape(n, 12),
+        ]
+        return self.l2(torch.relu(torch.cat(parts, 1)))
+
+
+def test_norm_gradients_float64():
+    """layer_norm / batch_norm gradients (norm_grad.py) and BN running statistics against
+    torch autograd in float64, SGD lr=1 and Adam (the update maps the gradient 1:1)."""
+    torch.manual_seed(0)
+    m = NormNet().double()
+    for mod in m.modules():  # non-trivial gamma/beta, so their gradients matter
+        if isinstance(mod, (torch.nn.LayerNorm, torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
+            with torch.no_grad():
+                if mod.weight is not None:
+                    mod.weight.uniform_(0.5, 1.5)
+                if getattr(mod, "bias", None) is not None:
+                    mod.bias.uniform_(-0.5, 0.5)
+    x = torch.randn(6, 12, dtype=torch.float64)
+    y = torch.randint(0, 4, (6,))
+    compare_step(m, (x,), (y,), "cross_entropy", SGD(lr=1.0), dtype="float64")
+
+
+def test_norms_have_gradients():
+    from roam_tvm.frontend.gradients import ensure_registered
+
+    ensure_registered()
+    for op in ("relax.nn.layer_norm", "relax.nn.batch_norm"):
+        assert has_gradient(op), op

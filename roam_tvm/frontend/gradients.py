@@ -11,6 +11,9 @@ checked against torch autograd by ``tests/test_frontend_gradients.py``.
 * ``relax.erf``, ``relax.rsqrt``, ``relax.square``, ``relax.clip``, ``relax.nn.leakyrelu``:
   closed-form derivatives (hit by decomposed norms / activations); ``clip``'s
   reads its output, for the reason given below for relu.
+* ``relax.nn.layer_norm`` and ``relax.nn.batch_norm``: closed form in
+  :mod:`.norm_grad`, reading only the input and gamma (the norms stay whole
+  through ``Gradient`` and are decomposed after it).
 
 :func:`output_based_gradients` swaps one of TVM's own, for the duration of our
 ``Gradient`` call only: ``relax.nn.relu``'s gradient reads relu's *output*
@@ -32,6 +35,8 @@ from tvm import relax
 from tvm.relax import op as R
 from tvm.relax.op import register_gradient
 from tvm.relax.op.grad import no_grad
+
+from .norm_grad import GRADS as _NORM_GRADS
 
 _DONE = False
 
@@ -231,6 +236,9 @@ _GRADS = {
     "relax.square": _square_grad,
     "relax.clip": _clip_grad,
     "relax.nn.leakyrelu": _leakyrelu_grad,
+    # layer_norm / batch_norm (see norm_grad.py): only when step.py keeps them whole
+    # through Gradient; each reads x and gamma only
+    **_NORM_GRADS,
 }
 
 

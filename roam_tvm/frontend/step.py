@@ -355,7 +355,8 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     # explicit tanh-GELU (GPT-2's gelu_new) -> one op, whose gradient keeps only its input
     mod["fwd"] = fuse_tanh_gelu(mod["fwd"])
     mod = relax.transform.DeadCodeElimination(["fwd"])(mod)
-    mod = relax.transform.DecomposeOpsForTraining()(mod)
+    # layer_norm / batch_norm stay whole through Gradient: their registered gradients
+    # (norm_grad.py) keep only x and gamma; they are decomposed after autodiff
     fwd = mod["fwd"]
     pvars = list(fwd.params[n_in + n_tg: n_in + n_tg + n_p])
     check_gradients(fwd, pvars)
@@ -370,6 +371,9 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
             f"relax.transform.Gradient failed at op '{op}': {str(e).splitlines()[-1][:300]}. "
             f"If the op has no gradient, register one with "
             f"tvm.relax.op.register_gradient('{op}', fn).") from None
+    # the forward's norms become the same primitive ops as before (batch_norm in training
+    # mode: batch statistics); the backward already is primitive
+    mod = relax.transform.DecomposeOpsForTraining("fwd_adjoint")(mod)
     adj = mod["fwd_adjoint"]
     progress("placing optimizer updates")
     return _assemble(adj, n_in=n_in, n_tg=n_tg, n_p=n_p, carry_names=list(carry_names),

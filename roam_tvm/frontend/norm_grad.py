@@ -1,0 +1,144 @@
+"""Closed-form gradients of ``relax.nn.layer_norm`` and ``relax.nn.batch_norm``.
+
+TVM 0.27 registers no gradient for either op; its training flow decomposes them
+(``DecomposeOpsForTraining``) into mean, subtract, variance, sqrt, divide,
+multiply and add, and autodiff of that chain keeps ``x - mean`` and the
+normalised ``x_hat`` (two more full-size tensors per norm) from the forward to
+the backward. PyTorch keeps the input and two small vectors.
+
+Here the norm stays one op through ``Gradient`` (``step.py`` decomposes it
+*after* autodiff, so the forward is the same decomposed maths as before), and
+its gradient reads only ``x`` and ``gamma``: the per-row (layer norm) or
+per-channel (batch norm) mean and variance are recomputed from ``x`` in the
+backward, which keeps even less than PyTorch (no saved vectors) for two small
+reductions more. With ``x_hat = (x - mean) * rstd``, ``g = gamma * dy`` and
+``mean_n`` the mean over the normalised elements::
+
+    dx     = rstd * (g - mean_n(g) - x_hat * mean_n(g * x_hat))
+    dgamma = sum_other(dy * x_hat)
+    dbeta  = sum_other(dy)
+
+Batch norm in training mode is the same with the statistics taken over every
+axis but the channel axis (then ``dgamma``/``dbeta`` are those same sums);
+in inference mode ``dx = dy * gamma * rsqrt(running_var + eps)``.
+
+Each use of ``x - mean`` is built as its own expression (not one shared
+binding), so that ``FuseOps`` can fuse it into its single consumer instead of
+materialising another full-size tensor in the backward.
+"""
+
+from __future__ import annotations
+
+from tvm import relax
+from tvm.relax import op as R
+from tvm.relax.op.grad import no_grad
+
+
+def _shape(expr) -> list[int]:
+    return [int(s) for s in expr.ty.shape.values]
+
+
+def _const(v: float, dtype: str) -> relax.Expr:
+    return relax.const(v, dtype)
+
+
+def _stats(x: relax.Expr, axes: list[int], eps: float, dtype: str, ctx):
+    """``(mean, rstd)`` of ``x`` over ``axes`` (keepdims): the forward's own statistics."""
+    mean = ctx.normalize(R.mean(x, axis=axes, keepdims=True))
+    var = R.variance(x, axis=axes, keepdims=True)
+    rstd = ctx.normalize(R.rsqrt(R.add(var, _const(eps, dtype))))
+    return mean, rstd
+
+
+def _normalised_grad(x, dy, gamma_b, axes, count, mean, rstd, dtype, ctx):
+    """``dx`` of ``(x - mean) * rstd * gamma_b`` with statistics over ``axes`` (``count`` terms)."""
+    g = dy if gamma_b is None else R.multiply(dy, gamma_b)
+    inv_n = _const(1.0 / count, dtype)
+    s1 = ctx.normalize(R.sum(g, axis=axes, keepdims=True))
+    g2 = dy if gamma_b is None else R.multiply(dy, gamma_b)
+    # sum(g * x_hat) = rstd * sum(g * (x - mean)): rstd is constant over the sum
+    s2 = ctx.normalize(R.multiply(R.sum(R.multiply(g2, R.subtract(x, mean)), axis=axes,
+                                        keepdims=True), rstd))
+    g3 = dy if gamma_b is None else R.multiply(dy, gamma_b)
+    x_hat = R.multiply(R.subtract(x, mean), rstd)
+    inner = R.subtract(R.subtract(g3, R.multiply(s1, inv_n)),
+                       R.multiply(x_hat, R.multiply(s2, inv_n)))
+    return R.multiply(rstd, inner)
+
+
+def _sum_other(e, axes_other, target_shape):
+    s = R.sum(e, axis=axes_other, keepdims=False) if axes_other else e
+    return R.reshape(s, target_shape)
+
+
+def layer_norm_grad(orig_var, orig_call, output_grad, ctx):
+    """Gradient of ``R.nn.layer_norm(x, gamma, beta, axes, epsilon, center, scale)``."""
+    x, gamma, beta = orig_call.args
+    attrs = orig_call.attrs
+    dtype = str(x.ty.dtype)
+    shape = _shape(x)
+    nd = len(shape)
+    axes = sorted(int(a) % nd for a in attrs.axes)
+    other = [i for i in range(nd) if i not in axes]
+    count = 1
+    for a in axes:
+        count *= shape[a]
+    eps = float(attrs.epsilon)
+    dy = output_grad
+    # gamma's dims are x's normalised dims, in order: put 1s at the other axes to broadcast
+    bshape = [shape[i] if i in axes else 1 for i in range(nd)]
+    gamma_b = ctx.normalize(R.reshape(gamma, bshape)) if attrs.scale else None
+    mean, rstd = _stats(x, axes, eps, dtype, ctx)
+    dx = _normalised_grad(x, dy, gamma_b, axes, count, mean, rstd, dtype, ctx)
+    g_shape = _shape(gamma)
+    if attrs.scale:
+        x_hat = R.multiply(R.subtract(x, mean), rstd)
+        dgamma = _sum_other(R.multiply(dy, x_hat), other, g_shape)
+    else:
+        dgamma = R.zeros(g_shape, dtype)
+    dbeta = _sum_other(dy, other, _shape(beta)) if attrs.center else R.zeros(_shape(beta), dtype)
+    return [dx, dgamma, dbeta]
+
+
+def batch_norm_grad(orig_var, orig_call, output_grad, ctx):
+    """Gradient of ``R.nn.batch_norm`` (training mode: batch statistics; else running ones).
+
+    ``output_grad`` is the adjoint of the op's tuple ``(y, mean, var)``; only ``y`` is
+    differentiated (the step updates running statistics outside autodiff).
+    """
+    x, gamma, beta, moving_mean, moving_var = orig_call.args
+    attrs = orig_call.attrs
+    dtype = str(x.ty.dtype)
+    shape = _shape(x)
+    nd = len(shape)
+    axis = int(attrs.axis) % nd
+    red = [i for i in range(nd) if i != axis]
+    count = 1
+    for a in red:
+        count *= shape[a]
+    eps = float(attrs.epsilon)
+    dy = ctx.normalize(relax.TupleGetItem(output_grad, 0))
+    bshape = [shape[i] if i == axis else 1 for i in range(nd)]
+    gamma_b = ctx.normalize(R.reshape(gamma, bshape)) if attrs.scale else None
+    c_shape = [shape[axis]]
+    if bool(attrs.training):
+        mean, rstd = _stats(x, red, eps, dtype, ctx)
+        dx = _normalised_grad(x, dy, gamma_b, red, count, mean, rstd, dtype, ctx)
+    else:
+        mean = ctx.normalize(R.reshape(moving_mean, bshape))
+        rstd = ctx.normalize(R.rsqrt(R.add(R.reshape(moving_var, bshape), _const(eps, dtype))))
+        scale = rstd if gamma_b is None else R.multiply(rstd, gamma_b)
+        dx = R.multiply(dy, scale)
+    if attrs.scale:
+        x_hat = R.multiply(R.subtract(x, mean), rstd)
+        dgamma = _sum_other(R.multiply(dy, x_hat), red, c_shape)
+    else:
+        dgamma = R.zeros(c_shape, dtype)
+    dbeta = _sum_other(dy, red, c_shape) if attrs.center else R.zeros(c_shape, dtype)
+    return [dx, dgamma, dbeta, no_grad(moving_mean), no_grad(moving_var)]
+
+
+GRADS = {
+    "relax.nn.layer_norm": layer_norm_grad,
+    "relax.nn.batch_norm": batch_norm_grad,
+}

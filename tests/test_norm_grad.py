@@ -1,0 +1,84 @@
+"""What the backward keeps of a layer/batch norm (roam_tvm/frontend/norm_grad.py).
+
+Relax ``Gradient`` saves, from the forward, whatever each gradient reads. Autodiff of the
+decomposed norm (mean, subtract, variance, sqrt, divide, multiply, add) saved ``x - mean``
+and the normalised ``x_hat`` besides the input; the fused gradient reads only the input
+(and gamma). These tests count the full-size forward tensors that the backward reads.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+tvm = pytest.importorskip("tvm")
+from tvm import relax  # noqa: E402
+
+from roam_tvm.frontend import SGD, from_torch  # noqa: E402
+from roam_tvm.frontend.step import _bindings, _free_vars, _op_name  # noqa: E402
+
+
+def _saved_for_backward(ts, shape):
+    """``{var name: op}`` of every tensor of ``shape`` that the forward computes and a binding
+    after the loss (the backward) reads."""
+    f = ts.mod["train_step"]
+    binds = _bindings(f)
+    ret = f.body.body
+    defs = {b.var: b.value for b in binds}
+    while isinstance(ret, relax.Var) and isinstance(defs.get(ret), (relax.Var, relax.Tuple)):
+        ret = defs[ret]
+    loss = ret.fields[0]
+    end = next(i for i, b in enumerate(binds) if b.var.same_as(loss))
+    fwd = {b.var: _op_name(b.value) for b in binds[:end + 1]
+           if isinstance(b.var.ty, relax.TensorType)
+           and [int(s) for s in b.var.ty.shape.values] == list(shape)}
+    saved = {}
+    for b in binds[end + 1:]:
+        for v in _free_vars(b.value):
+            if v in fwd:
+                saved[v.name] = fwd[v]
+    return saved
+
+
+class LNNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(16, 32)
+        self.ln = torch.nn.LayerNorm(32)
+        self.l2 = torch.nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.l2(self.ln(self.l1(x)))
+
+
+class BNNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.fc = torch.nn.Linear(8 * 6 * 6, 4)
+
+    def forward(self, x):
+        return self.fc(torch.tanh(self.bn(self.conv(x))).flatten(1))
+
+
+def test_layer_norm_backward_keeps_only_input_and_output():
+    torch.manual_seed(0)
+    x, y = torch.randn(5, 16), torch.randint(0, 4, (5,))
+    ts = from_torch(LNNet(), (x,), (y,), optimizer=SGD(lr=0.1), quiet=True)
+    saved = _saved_for_backward(ts, (5, 32))
+    # the norm's input (its gradient) and its output (l2's weight gradient); the decomposed
+    # chain also kept x_hat (the divide's output, read by the gamma multiply's gradient)
+    assert len(saved) == 2, saved
+    assert not {"relax.subtract", "relax.divide", "relax.multiply"} & set(saved.values()), saved
+    assert "relax.nn.layer_norm" not in ts.mod.script()  # decomposed after autodiff
+
+
+def test_batch_norm_backward_keeps_only_input_and_output():
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 3, 6, 6), torch.randint(0, 4, (4,))
+    ts = from_torch(BNNet(), (x,), (y,), optimizer=SGD(lr=0.1), quiet=True)
+    saved = _saved_for_backward(ts, (4, 8, 6, 6))
+    # the conv output (bn's input) and tanh's output (tanh's gradient reads it); the
+    # decomposed chain also kept x_hat (divide)
+    assert sorted(saved.values()) == ["relax.nn.conv2d", "relax.tanh"], saved
