@@ -314,18 +314,25 @@ def test_native_search_matches_python(seed):
 
 
 @needs_native
-def test_native_search_is_exact_on_tiny_problems():
+@pytest.mark.parametrize("light", [False, True], ids=["all-tests", "light"])
+def test_native_search_is_exact_on_tiny_problems(light):
+    """Exact with every pruning test, and without the two costly ones (the peak window's light setting)."""
     from roam_tvm.layout.search import SearchParams
     rng = np.random.default_rng(7)
-    for _ in range(4):
+    for _ in range(6):
         p = random_problem(rng, n=5, t=8, max_size=7)
         opt = brute_force_height(p)
         arr = Arrays(p)
         a = arr.active
         args = (arr.lower[a], arr.upper[a], arr.size[a], arr.align[a])
-        params = SearchParams(native=True)
-        assert search_fit(*args, opt - 1, 5, params=params) is None
-        assert search_fit(*args, opt, 5, params=params) is not None
+        for use_native in (True, False):
+            params = SearchParams(native=use_native, suffix_check=not light, unallocated_floor=not light)
+            assert search_fit(*args, opt - 1, 5, params=params) is None
+            offs = search_fit(*args, opt, 5, params=params)
+            assert offs is not None
+            full = np.zeros(arr.n, np.int64)
+            full[a] = offs
+            assert validate(p.with_capacity(opt), arr.solution(full, "search")) == []
 
 
 def test_native_build_failure_falls_back(monkeypatch, tmp_path):

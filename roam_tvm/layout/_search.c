@@ -9,7 +9,10 @@
  * compiler is present.
  *
  * Return codes of roam_search: 1 found, 0 proved infeasible, -1 node limit,
- * -2 time limit.
+ * -2 time limit. `flags`: bit 0 the energetic test, bit 1 the unallocated
+ * floors (SearchParams.suffix_check / unallocated_floor). Both cost O(span x
+ * members) per node; on groups of thousands of buffers that the search packs
+ * without backtracking they are most of the time and prune nothing.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,7 +32,7 @@ typedef struct {
     const i32 *twin, *nbr_ptr, *nbr_idx, *sec_ptr, *sec_idx;
     i64 cap;
     i64 *mo, *off, *best, *total, *cuts;
-    int nsec, max_members, energetic;
+    int nsec, max_members, energetic, unfloor;
     i64 stamp, *mark;
     i64 *floor; /* per section: lowest minimum offset of its unplaced members (cap if none) */
     i64 nodes, node_limit;
@@ -91,6 +94,19 @@ static void refresh_floors(State *s, int lo, int hi) {
         }
         s->floor[sec] = f;
     }
+}
+
+/* Recompute one section's floor after its members moved up or were placed. Floors
+   never fall along a path, so a member still at the old floor ends the scan. */
+static void raise_floor(State *s, int sec) {
+    i64 old = s->floor[sec], f = s->cap;
+    for (i32 k = s->sec_ptr[sec]; k < s->sec_ptr[sec + 1]; k++) {
+        i32 j = s->sec_idx[k];
+        if (s->off[j] >= 0) continue;
+        if (s->mo[j] <= old) { f = old; break; }
+        if (s->mo[j] < f) f = s->mo[j];
+    }
+    s->floor[sec] = f;
 }
 
 /* Section inference: every section of [slo, shi) keeps its unplaced bytes
@@ -286,16 +302,16 @@ static int rec(State *s, const i32 *part, int np, int slo, int shi, i64 last_off
            just the sections whose floor equalled i's offset or a raised neighbour's old one. */
         s->stamp++;
         int nd = 0;
-        for (int sec = a; sec < b; sec++)
+        if (s->unfloor) for (int sec = a; sec < b; sec++)
             if (s->floor[sec] == o && s->mark[sec] != s->stamp) { s->mark[sec] = s->stamp; dsec[nd++] = sec; }
-        for (int k = 0; k < nch; k++) {
+        for (int k = 0; k < nch && s->unfloor; k++) {
             i32 j = chj[k];
             for (int sec = (int)s->sl[j]; sec < (int)s->su[j]; sec++)
                 if (s->floor[sec] == cho[k] && s->mark[sec] != s->stamp) { s->mark[sec] = s->stamp; dsec[nd++] = sec; }
         }
         for (int k = 0; k < nd; k++) {
             dval[k] = s->floor[dsec[k]];
-            refresh_floors(s, dsec[k], dsec[k] + 1);
+            raise_floor(s, dsec[k]);
         }
         int ok = sections_fit(s, slo, shi, o);
         if (ok && s->energetic) {
@@ -337,7 +353,7 @@ static int rec(State *s, const i32 *part, int np, int slo, int shi, i64 last_off
 }
 
 int roam_search(int m, int nsec, const i64 *sl, const i64 *su, const i64 *size, const i64 *align,
-                const i64 *length, const char *key, i64 cap, const i64 *rank, const i32 *twin, const i32 *nbr_ptr, const i32 *nbr_idx,
+                const i64 *length, const char *key, int flags, i64 cap, const i64 *rank, const i32 *twin, const i32 *nbr_ptr, const i32 *nbr_idx,
                 const i32 *sec_ptr, const i32 *sec_idx, const i64 *total0, const i64 *cuts0,
                 i64 node_limit, double seconds, u64 *memo, i64 memo_size, i64 *out, i64 *nodes) {
     State s;
@@ -362,7 +378,8 @@ int roam_search(int m, int nsec, const i64 *sl, const i64 *su, const i64 *size, 
     s.floor = (i64 *)malloc(sizeof(i64) * ((size_t)nsec + 1));
     s.mark = (i64 *)calloc((size_t)nsec + 1, sizeof(i64));
     s.nsec = nsec;
-    s.energetic = 1;
+    s.energetic = (flags & 1) != 0;
+    s.unfloor = (flags & 2) != 0;
     for (int sec = 0; sec < nsec; sec++)
         if (sec_ptr[sec + 1] - sec_ptr[sec] > s.max_members) s.max_members = sec_ptr[sec + 1] - sec_ptr[sec];
     for (int i = 0; i < m; i++) s.off[i] = -1;

@@ -162,17 +162,25 @@ def order_for(arr: Arrays, name: str, rng: np.random.Generator | None = None) ->
 
 
 def place(arr: Arrays, order: Sequence[int], fit: str = "first", index: OverlapIndex | None = None,
-          deadline: float | None = None) -> np.ndarray | None:
-    """Place buffers in ``order``; returns offsets (inactive buffers get 0), None past deadline."""
+          deadline: float | None = None, fixed: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray | None:
+    """Place buffers in ``order``; returns offsets (inactive buffers get 0), None past deadline.
+
+    ``fixed``: (offsets, mask) of buffers already placed; the others go around them.
+    """
     index = index or OverlapIndex(arr)
     offsets = np.zeros(arr.n, np.int64)
-    ends = np.zeros(arr.n, np.int64)
     placed = np.zeros(arr.n, bool)
+    if fixed is not None:
+        placed[:] = fixed[1]
+        offsets[placed] = fixed[0][placed]
+    ends = np.where(placed, offsets + arr.size, 0)
     size, align = arr.size, arr.align
     for c, i in enumerate(order):
         i = int(i)
         if deadline is not None and c % 256 == 255 and time.perf_counter() > deadline:
             return None
+        if placed[i]:
+            continue
         cand = index.overlapping(i)
         cand = cand[placed[cand]]
         o = lowest_fit(offsets[cand], ends[cand], int(size[i]), int(align[i]), fit)

@@ -73,7 +73,8 @@ def _load() -> ctypes.CDLL | None:
         return None
     p64, p32 = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int32)
     lib.roam_search.restype = ctypes.c_int
-    lib.roam_search.argtypes = [ctypes.c_int, ctypes.c_int, p64, p64, p64, p64, p64, ctypes.c_char_p, ctypes.c_int64,
+    lib.roam_search.argtypes = [ctypes.c_int, ctypes.c_int, p64, p64, p64, p64, p64, ctypes.c_char_p, ctypes.c_int,
+                                ctypes.c_int64,
                                 p64, p32,
                                 p32, p32, p32, p32, p64, p64, ctypes.c_int64, ctypes.c_double,
                                 ctypes.POINTER(ctypes.c_uint64), ctypes.c_int64, p64, p64]
@@ -112,11 +113,14 @@ class Tables:
 
 
 def search(sub, tables: Tables, rank: np.ndarray, twin: np.ndarray, capacity: int, node_limit: int,
-           seconds: float, memo: np.ndarray | None, key: str | None = None) -> tuple[int, np.ndarray, int]:
+           seconds: float, memo: np.ndarray | None, key: str | None = None, energetic: bool = True,
+           unallocated_floor: bool = True) -> tuple[int, np.ndarray, int]:
     """Run the compiled search once: (status, offsets, nodes).
 
     ``memo``: uint64 slots (a power of two) or None; ``key``: the preorder key
-    string, used to re-rank subproblems split off by a decomposition.
+    string, used to re-rank subproblems split off by a decomposition;
+    ``energetic`` / ``unallocated_floor``: the two costly pruning tests
+    (:class:`~roam_tvm.layout.search.SearchParams` ``suffix_check`` / ``unallocated_floor``).
     """
     lib = _load()
     if lib is None:
@@ -136,7 +140,7 @@ def search(sub, tables: Tables, rank: np.ndarray, twin: np.ndarray, capacity: in
         memo_arr, slots = memo, len(memo)
     sl, su, size, align, length = tables.arrays
     status = lib.roam_search(sub.m, sub.nsec, ptr(sl, p64), ptr(su, p64), ptr(size, p64), ptr(align, p64),
-                             ptr(length, p64), (key or "").encode(), int(capacity), ptr(rank, p64),
+                             ptr(length, p64), (key or "").encode(), int(energetic) | 2 * int(unallocated_floor), int(capacity), ptr(rank, p64),
                              ptr(twin, p32), ptr(tables.nbr_ptr, p32), ptr(tables.nbr_idx, p32), ptr(tables.sec_ptr, p32), ptr(tables.sec_idx, p32),
                              ptr(tables.total0, p64), ptr(tables.cuts0, p64), int(node_limit), float(seconds),
                              memo_arr.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)), slots,

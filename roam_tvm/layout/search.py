@@ -382,7 +382,7 @@ def _native_runner(sub: _Sub, cache: dict | None, gi: int, use_memo: bool):
             raise _Timeout
         twin = np.asarray(sub.twins(rank), np.int32)
         status, offs, nodes = native.search(sub, tables, rank, twin, sub.capacity, min(node_limit, 1 << 62), left,
-                                            memo, key)
+                                            memo, key, params.suffix_check, params.unallocated_floor)
         counter[0] += nodes
         if status == native.NODE_LIMIT:
             raise _NodeLimit
@@ -421,12 +421,14 @@ def too_big(lower, upper, limit: int = MAX_GROUP) -> bool:
 
 def search_fit(lower, upper, size, align, capacity: int, time_limit: float = 10.0,
                params: SearchParams | None = None, stats: dict | None = None,
-               cache: dict | None = None) -> np.ndarray | None:
+               cache: dict | None = None, max_group: int = MAX_GROUP) -> np.ndarray | None:
     """Offsets fitting every buffer below ``capacity``, or None (infeasible or out of time).
 
     Inputs are arrays over *active* buffers (size > 0, upper > lower). ``cache``:
     a dict kept by the caller between calls on the *same* buffers (for other
     capacities); it holds the per-group tables, which are costly on big groups.
+    ``max_group``: None, at once, if a time-connected group has more buffers
+    (the tables are dense: groups x sections and groups x groups).
     """
     params = params or SearchParams()
     lower = np.asarray(lower, np.int64)
@@ -438,7 +440,7 @@ def search_fit(lower, upper, size, align, capacity: int, time_limit: float = 10.
     deadline = time.perf_counter() + time_limit
     counter = [0]
     groups = _partitions(lower, upper) if params.decompose else [np.arange(n)]
-    if too_big(lower, upper, MAX_GROUP) if params.decompose else n > MAX_GROUP:
+    if too_big(lower, upper, max_group) if params.decompose else n > max_group:
         return None
     try:
         for gi, g in enumerate(groups):

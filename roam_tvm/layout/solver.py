@@ -6,7 +6,8 @@
    the height equals the lower bound (the peak of live bytes);
 2. for big problems the search cannot take, bottom-up skyline passes (compiled,
    run before the greedy orders) and an iterated greedy over the
-   small-long-lived-first orders (:mod:`.large`);
+   small-long-lived-first orders (:mod:`.large`); between the two, the
+   search on the peak window with the rest placed around it (:mod:`.window`);
    then ROAM's piecewise join (:mod:`.join`);
 3. a MiniMalloc-style branch-and-bound (:mod:`.search`) asked for ever lower
    capacities: first the problem's capacity if the heuristics overshoot it,
@@ -29,6 +30,7 @@ from .large import skyline_passes
 from .problem import Problem, Solution
 from .search import SearchParams, search_fit, too_big
 from .validate import is_valid
+from .window import peak_window
 
 METHODS = ("auto", "greedy", "search", "mip", "join")
 MAX_SEARCH_BUFFERS = 3000
@@ -79,6 +81,14 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
         found = skyline_passes(arr, t0 + 0.4 * time_limit, None, max(lb, target or 0), stats=st_sky)
         sky = arr.solution(*found) if found is not None else None
     sky_done = sky is not None and target_done(sky.height)
+    win, st_win = None, {}
+    if big and not sky_done:
+        # Pack the peak window exactly and fill around it: reaches the bound where one short
+        # stretch sets it (pangu_2.6B); it stops as soon as a layout reaches the goal.
+        found = peak_window(arr, index, max(lb, target or 0), t0 + 0.5 * time_limit,
+                            sky.height if sky is not None else None, stats=st_win)
+        win = arr.solution(*found) if found is not None else None
+    sky_done = sky_done or (win is not None and target_done(win.height))
     t_greedy = time.perf_counter()
     best = box[0] = best_heuristic(problem, ORDERS, ("first", "best"),
                                    time_limit=0.0 if sky_done else share * time_limit, stop_at=lb, arr=arr,
@@ -116,6 +126,10 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
         say(f"skyline: {st_sky.get('tried', 'no compiled kernel')}")
         if sky is not None:
             consider(sky, "skyline")
+        if st_win:
+            say(f"peak window: {st_win.get('tried')}")
+        if win is not None:
+            consider(win, "peak window")
         best = box[0]
 
     if big and not target_done(best.height) and room():
