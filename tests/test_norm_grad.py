@@ -82,3 +82,39 @@ def test_batch_norm_backward_keeps_only_input_and_output():
     # the conv output (bn's input) and tanh's output (tanh's gradient reads it); the
     # decomposed chain also kept x_hat (divide)
     assert sorted(saved.values()) == ["relax.nn.conv2d", "relax.tanh"], saved
+
+
+def test_batch_norm_inference_mode_gradient_float64():
+    """batch_norm with training=False (running statistics) through Relax Gradient directly,
+    against torch autograd in float64."""
+    import numpy as np
+    from tvm.relax import op as R
+
+    from roam_tvm.frontend.gradients import ensure_registered
+
+    ensure_registered()
+    rng = np.random.default_rng(0)
+    shp, c = (3, 4, 5, 2), 4
+    vals = {"x": rng.standard_normal(shp), "g": rng.uniform(0.5, 1.5, c),
+            "b": rng.uniform(-0.5, 0.5, c), "rm": rng.standard_normal(c),
+            "rv": rng.uniform(0.5, 2.0, c), "w": rng.standard_normal(shp)}
+    vs = {k: relax.Var(k, relax.TensorType(v.shape, "float64")) for k, v in vals.items()}
+    bb = relax.BlockBuilder()
+    with bb.function("f", list(vs.values())):
+        with bb.dataflow():
+            t = bb.emit(R.nn.batch_norm(vs["x"], vs["g"], vs["b"], vs["rm"], vs["rv"], axis=1,
+                                        epsilon=1e-5, training=False))
+            y = bb.emit(relax.TupleGetItem(t, 0))
+            out = bb.emit_output(R.sum(R.multiply(y, vs["w"])))
+        bb.emit_func_output(out)
+    mod = relax.transform.Gradient("f", require_grads=[vs["x"], vs["g"], vs["b"]])(bb.get())
+    mod = relax.transform.DecomposeOpsForTraining()(mod)
+    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    res = vm["f_adjoint"](*[tvm.runtime.tensor(v) for v in vals.values()])
+    got = [res[1][i].numpy() for i in range(3)]
+    tt = {k: torch.tensor(v, requires_grad=k in ("x", "g", "b")) for k, v in vals.items()}
+    yt = torch.nn.functional.batch_norm(tt["x"], tt["rm"], tt["rv"], tt["g"], tt["b"],
+                                        training=False, eps=1e-5)
+    (yt * tt["w"]).sum().backward()
+    for k, g in zip(("x", "g", "b"), got):
+        np.testing.assert_allclose(g, tt[k].grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=k)

@@ -19,8 +19,10 @@ reductions more. With ``x_hat = (x - mean) * rstd``, ``g = gamma * dy`` and
     dbeta  = sum_other(dy)
 
 Batch norm in training mode is the same with the statistics taken over every
-axis but the channel axis (then ``dgamma``/``dbeta`` are those same sums);
-in inference mode ``dx = dy * gamma * rsqrt(running_var + eps)``.
+axis but the channel axis; gamma is then constant over each sum, so
+``mean_n(g) = gamma * dbeta / n`` and ``mean_n(g * x_hat) = gamma * dgamma / n``
+(two reductions, not four). In inference mode
+``dx = dy * gamma * rsqrt(running_var + eps)``.
 
 Each use of ``x - mean`` is built as its own expression (not one shared
 binding), so that ``FuseOps`` can fuse it into its single consumer instead of
@@ -29,6 +31,7 @@ materialising another full-size tensor in the backward.
 
 from __future__ import annotations
 
+import tvm
 from tvm import relax
 from tvm.relax import op as R
 from tvm.relax.op.grad import no_grad
@@ -42,12 +45,20 @@ def _const(v: float, dtype: str) -> relax.Expr:
     return relax.const(v, dtype)
 
 
-def _stats(x: relax.Expr, axes: list[int], eps: float, dtype: str, ctx):
-    """``(mean, rstd)`` of ``x`` over ``axes`` (keepdims): the forward's own statistics."""
-    mean = ctx.normalize(R.mean(x, axis=axes, keepdims=True))
-    var = R.variance(x, axis=axes, keepdims=True)
+def _stats(x: relax.Expr, axes: list[int], eps: float, dtype: str, ctx, keepdims: bool):
+    """``(mean, rstd)`` of ``x`` over ``axes``, broadcastable against ``x``.
+
+    Spelled as ``DecomposeOpsForTraining`` spells the forward's (``keepdims`` as there:
+    True for layer_norm, False for batch_norm), so that :func:`share_statistics` can
+    make the backward read the forward's vectors instead of recomputing them.
+    """
+    mean = R.mean(x, axis=axes, keepdims=keepdims)
+    var = R.variance(x, axis=axes, keepdims=keepdims)
+    if not keepdims:
+        bshape = [1 if i in axes else d for i, d in enumerate(_shape(x))]
+        mean, var = R.reshape(mean, bshape), R.reshape(var, bshape)
     rstd = ctx.normalize(R.rsqrt(R.add(var, _const(eps, dtype))))
-    return mean, rstd
+    return ctx.normalize(mean), rstd
 
 
 def _normalised_grad(x, dy, gamma_b, axes, count, mean, rstd, dtype, ctx):
@@ -88,7 +99,7 @@ def layer_norm_grad(orig_var, orig_call, output_grad, ctx):
     # gamma's dims are x's normalised dims, in order: put 1s at the other axes to broadcast
     bshape = [shape[i] if i in axes else 1 for i in range(nd)]
     gamma_b = ctx.normalize(R.reshape(gamma, bshape)) if attrs.scale else None
-    mean, rstd = _stats(x, axes, eps, dtype, ctx)
+    mean, rstd = _stats(x, axes, eps, dtype, ctx, keepdims=True)
     dx = _normalised_grad(x, dy, gamma_b, axes, count, mean, rstd, dtype, ctx)
     g_shape = _shape(gamma)
     if attrs.scale:
@@ -122,20 +133,60 @@ def batch_norm_grad(orig_var, orig_call, output_grad, ctx):
     gamma_b = ctx.normalize(R.reshape(gamma, bshape)) if attrs.scale else None
     c_shape = [shape[axis]]
     if bool(attrs.training):
-        mean, rstd = _stats(x, red, eps, dtype, ctx)
-        dx = _normalised_grad(x, dy, gamma_b, red, count, mean, rstd, dtype, ctx)
+        mean, rstd = _stats(x, red, eps, dtype, ctx, keepdims=False)
     else:
         mean = ctx.normalize(R.reshape(moving_mean, bshape))
         rstd = ctx.normalize(R.rsqrt(R.add(R.reshape(moving_var, bshape), _const(eps, dtype))))
-        scale = rstd if gamma_b is None else R.multiply(rstd, gamma_b)
-        dx = R.multiply(dy, scale)
-    if attrs.scale:
+    # per channel: sum(dy) and sum(dy * x_hat) (keepdims); gamma is constant over each sum,
+    # so they also give the two reductions of dx (two full-size reads, not four)
+    sum_dy = ctx.normalize(R.sum(dy, axis=red, keepdims=True))
+    sum_dy_xhat = ctx.normalize(R.multiply(
+        R.sum(R.multiply(dy, R.subtract(x, mean)), axis=red, keepdims=True), rstd))
+    scale = rstd if gamma_b is None else ctx.normalize(R.multiply(rstd, gamma_b))
+    if bool(attrs.training):
+        inv_n = _const(1.0 / count, dtype)
         x_hat = R.multiply(R.subtract(x, mean), rstd)
-        dgamma = _sum_other(R.multiply(dy, x_hat), red, c_shape)
+        inner = R.subtract(R.subtract(dy, R.multiply(sum_dy, inv_n)),
+                           R.multiply(x_hat, R.multiply(sum_dy_xhat, inv_n)))
+        dx = R.multiply(scale, inner)
     else:
-        dgamma = R.zeros(c_shape, dtype)
-    dbeta = _sum_other(dy, red, c_shape) if attrs.center else R.zeros(c_shape, dtype)
+        dx = R.multiply(dy, scale)
+    dgamma = R.reshape(sum_dy_xhat, c_shape) if attrs.scale else R.zeros(c_shape, dtype)
+    dbeta = R.reshape(sum_dy, c_shape) if attrs.center else R.zeros(c_shape, dtype)
     return [dx, dgamma, dbeta, no_grad(moving_mean), no_grad(moving_var)]
+
+
+def share_statistics(func: relax.Function) -> relax.Function:
+    """``func`` with each repeated ``mean``/``variance`` of the same tensor over the same axes
+    bound to the first one's result.
+
+    After autodiff and ``DecomposeOpsForTraining`` a training norm's statistics appear
+    in the forward (the decomposition; for batch_norm also the running-stat outputs of
+    ``step.add_bn_stat_outputs``) and again in its gradient. Sharing them keeps the small
+    per-row / per-channel vectors from the forward to the backward, as PyTorch does,
+    instead of two more reductions over ``x``. Same values: the calls are identical.
+    """
+    seen: dict = {}
+    blocks = []
+    for block in func.body.blocks:
+        binds = []
+        for b in block.bindings:
+            v = b.value
+            if (isinstance(b, relax.VarBinding) and isinstance(v, relax.Call)
+                    and isinstance(v.op, tvm.ir.Op)
+                    and v.op.name in ("relax.mean", "relax.variance")
+                    and isinstance(v.args[0], relax.Var) and v.attrs.axis is not None):
+                nd = v.args[0].ty.ndim
+                key = (v.op.name, v.args[0], tuple(sorted(int(a) % nd for a in v.attrs.axis)),
+                       bool(v.attrs.keepdims))
+                if key in seen:
+                    b = relax.VarBinding(b.var, seen[key])
+                else:
+                    seen[key] = b.var
+            binds.append(b)
+        blocks.append(type(block)(binds))
+    body = relax.SeqExpr(blocks, func.body.body)
+    return relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs)
 
 
 GRADS = {

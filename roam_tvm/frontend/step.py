@@ -39,6 +39,7 @@ from tvm import relax
 from . import gradients
 from .errors import DynamicShapeError, MetaWeightsError, MissingGradientError, UnsupportedError
 from .fuse_gelu import fuse_tanh_gelu
+from .norm_grad import share_statistics
 from .optim import Optimizer, bn_stats_kernel, copy_kernel, counter_kernel, optimizer_kernel
 
 # Ops whose output may be a view (alias) of their input once lowered.
@@ -374,7 +375,8 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     # the forward's norms become the same primitive ops as before (batch_norm in training
     # mode: batch statistics); the backward already is primitive
     mod = relax.transform.DecomposeOpsForTraining("fwd_adjoint")(mod)
-    adj = mod["fwd_adjoint"]
+    # the norms' gradients read the forward's mean/variance vectors instead of recomputing
+    adj = share_statistics(mod["fwd_adjoint"])
     progress("placing optimizer updates")
     return _assemble(adj, n_in=n_in, n_tg=n_tg, n_p=n_p, carry_names=list(carry_names),
                      precise_reductions=precise_reductions,

@@ -3,8 +3,8 @@
 Route (see docs/tvm-notes): ``torch.export`` of model+loss in train mode ->
 ``from_exported_program(run_ep_decomposition=True, keep_params_as_input=True,
 unwrap_unit_return_tuple=True)`` -> fixes (tied weights, bool cumsum, BatchNorm
-running stats) -> ``build_train_step`` (DCE, DecomposeOpsForTraining, Gradient,
-in-place optimizer updates).
+running stats) -> ``build_train_step`` (DCE, Gradient with the norms whole,
+DecomposeOpsForTraining, in-place optimizer updates).
 """
 
 from __future__ import annotations
