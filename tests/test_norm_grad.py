@@ -71,7 +71,10 @@ def test_layer_norm_backward_keeps_only_input_and_output():
     # chain also kept x_hat (the divide's output, read by the gamma multiply's gradient)
     assert len(saved) == 2, saved
     assert not {"relax.subtract", "relax.divide", "relax.multiply"} & set(saved.values()), saved
-    assert "relax.nn.layer_norm" not in ts.mod.script()  # decomposed after autodiff
+    text = ts.mod.script()
+    assert "relax.nn.layer_norm" not in text  # decomposed after autodiff
+    # the gradient reads the forward's statistics (share_statistics), no second variance
+    assert text.count("R.variance(") == 1
 
 
 def test_batch_norm_backward_keeps_only_input_and_output():
@@ -82,6 +85,8 @@ def test_batch_norm_backward_keeps_only_input_and_output():
     # the conv output (bn's input) and tanh's output (tanh's gradient reads it); the
     # decomposed chain also kept x_hat (divide)
     assert sorted(saved.values()) == ["relax.nn.conv2d", "relax.tanh"], saved
+    # one variance for the forward, the running-stat update and the gradient
+    assert ts.mod["train_step"].script().count("R.variance(") == 1
 
 
 def test_batch_norm_inference_mode_gradient_float64():

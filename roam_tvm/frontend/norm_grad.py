@@ -2,16 +2,18 @@
 
 TVM 0.27 registers no gradient for either op; its training flow decomposes them
 (``DecomposeOpsForTraining``) into mean, subtract, variance, sqrt, divide,
-multiply and add, and autodiff of that chain keeps ``x - mean`` and the
-normalised ``x_hat`` (two more full-size tensors per norm) from the forward to
-the backward. PyTorch keeps the input and two small vectors.
+multiply and add, and autodiff of that chain keeps, besides ``x``, the
+normalised ``x_hat`` (the divide's output, read by the gamma multiply's
+gradient): one more full-size tensor per norm from the forward to the
+backward. PyTorch keeps the input and two small vectors.
 
 Here the norm stays one op through ``Gradient`` (``step.py`` decomposes it
 *after* autodiff, so the forward is the same decomposed maths as before), and
-its gradient reads only ``x`` and ``gamma``: the per-row (layer norm) or
-per-channel (batch norm) mean and variance are recomputed from ``x`` in the
-backward, which keeps even less than PyTorch (no saved vectors) for two small
-reductions more. With ``x_hat = (x - mean) * rstd``, ``g = gamma * dy`` and
+its gradient reads only ``x``, ``gamma`` and the per-row (layer norm) or
+per-channel (batch norm) mean and variance. The gradient spells those
+statistics as the decomposition does, and :func:`share_statistics` then binds
+them to the forward's: the backward keeps ``x`` and two small vectors, as
+PyTorch does. With ``x_hat = (x - mean) * rstd``, ``g = gamma * dy`` and
 ``mean_n`` the mean over the normalised elements::
 
     dx     = rstd * (g - mean_n(g) - x_hat * mean_n(g * x_hat))
