@@ -39,6 +39,7 @@ from tvm import relax
 from . import gradients
 from .errors import DynamicShapeError, MetaWeightsError, MissingGradientError, UnsupportedError
 from .fuse_gelu import fuse_tanh_gelu
+from .simplify import drop_noop_broadcasts
 from .norm_grad import share_statistics
 from .optim import Optimizer, bn_stats_kernel, copy_kernel, counter_kernel, optimizer_kernel
 
@@ -355,6 +356,9 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     mod = tvm.IRModule({"fwd": fwd})
     # explicit tanh-GELU (GPT-2's gelu_new) -> one op, whose gradient keeps only its input
     mod["fwd"] = fuse_tanh_gelu(mod["fwd"])
+    # broadcast_to onto a tensor's own shape (torch.matmul's expand) would be a copy kernel
+    # whose result the backward keeps beside the original (attention probabilities)
+    mod["fwd"] = drop_noop_broadcasts(mod["fwd"])
     mod = relax.transform.DeadCodeElimination(["fwd"])(mod)
     # layer_norm / batch_norm stay whole through Gradient: their registered gradients
     # (norm_grad.py) keep only x and gamma; they are decomposed after autodiff

@@ -1,0 +1,97 @@
+"""drop_noop_broadcasts: a broadcast_to onto the input's own shape is its input (no copy kernel)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+tvm = pytest.importorskip("tvm")
+from tvm import relax  # noqa: E402
+from tvm.script import relax as R  # noqa: E402
+
+from roam_tvm.frontend.simplify import drop_noop_broadcasts  # noqa: E402
+
+
+def _clean(func):
+    func = func.with_attr("global_symbol", "main")  # compare bodies, not the functions' names
+    mod = relax.transform.CanonicalizeBindings()(tvm.IRModule({"main": func}))
+    return relax.transform.DeadCodeElimination()(mod)["main"]
+
+
+@R.function
+def before(s: R.Tensor((1, 2, 4, 4), "float32"), v: R.Tensor((1, 2, 4, 3), "float32"),
+           w: R.Tensor((2, 1, 3), "float32")):
+    # what torch.export + the importer give for attention's probs @ v, plus a real broadcast
+    with R.dataflow():
+        p = R.nn.softmax(s, axis=-1)
+        a = R.broadcast_to(p, R.shape([1, 2, 4, 4]))
+        b = R.reshape(a, R.shape([2, 4, 4]))
+        vb = R.broadcast_to(v, R.shape([1, 2, 4, 3]))
+        vv = R.reshape(vb, R.shape([2, 4, 3]))
+        o = R.matmul(b, vv, out_dtype="float32")
+        c = R.broadcast_to(w, R.shape([2, 4, 3]))
+        out = R.add(o, c)
+        R.output(out)
+    return out
+
+
+@R.function
+def expected(s: R.Tensor((1, 2, 4, 4), "float32"), v: R.Tensor((1, 2, 4, 3), "float32"),
+             w: R.Tensor((2, 1, 3), "float32")):
+    with R.dataflow():
+        p = R.nn.softmax(s, axis=-1)
+        b = R.reshape(p, R.shape([2, 4, 4]))
+        vv = R.reshape(v, R.shape([2, 4, 3]))
+        o = R.matmul(b, vv, out_dtype="float32")
+        c = R.broadcast_to(w, R.shape([2, 4, 3]))
+        out = R.add(o, c)
+        R.output(out)
+    return out
+
+
+def test_noop_broadcasts_become_their_input():
+    tvm.ir.assert_structural_equal(_clean(drop_noop_broadcasts(before)), _clean(expected))
+
+
+def test_real_broadcasts_stay():
+    got = _clean(drop_noop_broadcasts(before))
+    ops = [b.value.op.name for b in got.body.blocks[0].bindings if isinstance(b.value, relax.Call)]
+    assert ops.count("relax.broadcast_to") == 1  # only the (2, 1, 3) -> (2, 4, 3) one
+
+
+def test_values_unchanged():
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s).astype("float32") for s in ((1, 2, 4, 4), (1, 2, 4, 3), (2, 1, 3))]
+    outs = []
+    for func in (before, drop_noop_broadcasts(before)):
+        mod = relax.transform.LegalizeOps()(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}))
+        vm = relax.VirtualMachine(tvm.compile(mod, "llvm"), tvm.cpu())
+        outs.append(vm["main"](*[tvm.runtime.tensor(a) for a in args]).numpy())
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@R.function
+def attention_loss(s: R.Tensor((1, 2, 4, 4), "float32"), v: R.Tensor((1, 2, 4, 3), "float32")):
+    with R.dataflow():
+        p = R.nn.softmax(s, axis=-1)
+        a = R.broadcast_to(p, R.shape([1, 2, 4, 4]))
+        b = R.reshape(a, R.shape([2, 4, 4]))
+        vv = R.reshape(v, R.shape([2, 4, 3]))
+        o = R.matmul(b, vv, out_dtype="float32")
+        loss = R.sum(o)
+        R.output(loss)
+    return loss
+
+
+def _probability_copies(func) -> int:
+    """broadcast_to calls on a (1, 2, 4, 4) tensor (the probabilities) in the adjoint."""
+    mod = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+    adj = relax.transform.Gradient("main")(mod)["main_adjoint"]
+    return sum(1 for blk in adj.body.blocks for b in blk.bindings
+               if isinstance(b.value, relax.Call) and b.value.op.name == "relax.broadcast_to"
+               and [int(d) for d in b.value.args[0].ty.shape.values] == [1, 2, 4, 4])
+
+
+def test_gradient_keeps_no_copy_of_the_probabilities():
+    """The backward reads the softmax output itself: no broadcast (a copy kernel once fused) is left."""
+    assert _probability_copies(attention_loss) == 1  # what autodiff saw before
+    assert _probability_copies(drop_noop_broadcasts(attention_loss)) == 0
