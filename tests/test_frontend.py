@@ -321,3 +321,23 @@ def test_from_backbone_needs_attrs():
     mod = _backbone().without_attr("param_num")
     with pytest.raises(FrontendError):
         from_backbone(mod, SGD(lr=0.1))
+
+
+def test_no_transposed_weight_copy():
+    """matmul(x, permute_dims(w)) is one NT-matmul kernel (FuseTransposeMatmul): no transposed
+    copy of a weight is made for nn.Linear's forward. (A transpose on the left operand, as in a
+    weight gradient dy^T @ x, is not fused: TVM's pass takes only x @ w^T.)"""
+    _, _, _, ts = _mlp_ts()
+    func = ts.mod["train_step"]
+    defs = {b.var: b.value for blk in func.body.blocks for b in blk.bindings}
+
+    def is_transpose(v):
+        val = defs.get(v)
+        return isinstance(val, relax.Call) and _op_name(val) == "relax.permute_dims"
+    fed = [b for b in defs.values()
+           if isinstance(b, relax.Call) and _op_name(b) == "relax.matmul"
+           and isinstance(b.args[1], relax.Var) and is_transpose(b.args[1])]
+    assert fed == []
+    names = [gv.name_hint for gv in ts.mod.get_global_vars()]
+    assert sum("NT_matmul" in n for n in names) == 2  # the two nn.Linear forwards
+    assert not any(n.startswith("fused_relax") for n in names)  # the pattern's leftovers are gone

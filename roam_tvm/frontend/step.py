@@ -578,6 +578,9 @@ def _assemble(adj, *, n_in, n_tg, n_p, carry_names, precise_reductions, input_na
             out = bb.emit_output(relax.Tuple([loss, relax.Tuple(updated)]))
         bb.emit_func_output(out)
     mod = bb.get()
+    # matmul(x, permute_dims(w)) -> one NT-matmul kernel: no transposed copy of a weight
+    # (or of an activation) is materialised, forward or backward
+    mod = relax.transform.DeadCodeElimination()(relax.transform.FuseTransposeMatmul()(mod))
     buffer_values = dict(buffer_values or {})
     return TrainingStep(mod=mod, signature=sig, optimizer=optimizer, shapes=shapes,
                         param_values=None if meta else param_values,
