@@ -65,16 +65,16 @@ def _stats(x: relax.Expr, axes: list[int], eps: float, dtype: str, ctx, keepdims
 
 def _normalised_grad(x, dy, gamma_b, axes, count, mean, rstd, dtype, ctx):
     """``dx`` of ``(x - mean) * rstd * gamma_b`` with statistics over ``axes`` (``count`` terms)."""
-    g = dy if gamma_b is None else R.multiply(dy, gamma_b)
+    def g():
+        # a fresh expression per use, like x - mean (module docstring): fused into each consumer
+        return dy if gamma_b is None else R.multiply(dy, gamma_b)
     inv_n = _const(1.0 / count, dtype)
-    s1 = ctx.normalize(R.sum(g, axis=axes, keepdims=True))
-    g2 = dy if gamma_b is None else R.multiply(dy, gamma_b)
+    s1 = ctx.normalize(R.sum(g(), axis=axes, keepdims=True))
     # sum(g * x_hat) = rstd * sum(g * (x - mean)): rstd is constant over the sum
-    s2 = ctx.normalize(R.multiply(R.sum(R.multiply(g2, R.subtract(x, mean)), axis=axes,
+    s2 = ctx.normalize(R.multiply(R.sum(R.multiply(g(), R.subtract(x, mean)), axis=axes,
                                         keepdims=True), rstd))
-    g3 = dy if gamma_b is None else R.multiply(dy, gamma_b)
     x_hat = R.multiply(R.subtract(x, mean), rstd)
-    inner = R.subtract(R.subtract(g3, R.multiply(s1, inv_n)),
+    inner = R.subtract(R.subtract(g(), R.multiply(s1, inv_n)),
                        R.multiply(x_hat, R.multiply(s2, inv_n)))
     return R.multiply(rstd, inner)
 

@@ -39,8 +39,8 @@ from tvm import relax
 from . import gradients
 from .errors import DynamicShapeError, MetaWeightsError, MissingGradientError, UnsupportedError
 from .fuse_gelu import fuse_tanh_gelu
-from .simplify import drop_noop_broadcasts
 from .norm_grad import share_statistics
+from .simplify import drop_noop_broadcasts
 from .optim import Optimizer, bn_stats_kernel, copy_kernel, counter_kernel, optimizer_kernel
 
 # Ops whose output may be a view (alias) of their input once lowered.

@@ -64,8 +64,10 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
         if progress:
             print(log[-1], flush=True)
 
+    goal = max(lb, target or 0)  # the height at which every stage stops
+
     def target_done(h: int) -> bool:
-        return h <= max(lb, target or 0)
+        return h <= goal
 
     box = [None]
     act = np.nonzero(arr.active)[0]
@@ -78,20 +80,20 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
     if big:
         # The skyline passes first: on long traces they often reach the bound outright (Y_1),
         # and then a single greedy pass is all the heuristics stage needs to run.
-        found = skyline_passes(arr, t0 + 0.4 * time_limit, None, max(lb, target or 0), stats=st_sky)
+        found = skyline_passes(arr, t0 + 0.4 * time_limit, None, goal, stats=st_sky)
         sky = arr.solution(*found) if found is not None else None
-    sky_done = sky is not None and target_done(sky.height)
+    early_done = sky is not None and target_done(sky.height)
     win, st_win = None, {}
-    if big and not sky_done:
+    if big and not early_done:
         # Pack the peak window exactly and fill around it: reaches the bound where one short
         # stretch sets it (pangu_2.6B); it stops as soon as a layout reaches the goal.
-        found = peak_window(arr, index, max(lb, target or 0), t0 + 0.5 * time_limit,
+        found = peak_window(arr, index, goal, t0 + 0.5 * time_limit,
                             sky.height if sky is not None else None, stats=st_win)
         win = arr.solution(*found) if found is not None else None
-    sky_done = sky_done or (win is not None and target_done(win.height))
+    early_done = early_done or (win is not None and target_done(win.height))
     t_greedy = time.perf_counter()
     best = box[0] = best_heuristic(problem, ORDERS, ("first", "best"),
-                                   time_limit=0.0 if sky_done else share * time_limit, stop_at=lb, arr=arr,
+                                   time_limit=0.0 if early_done else share * time_limit, stop_at=lb, arr=arr,
                                    index=index)
     tried = best.stats.get("heuristics", [])
     pass_s = (time.perf_counter() - t_greedy) / max(len(tried), 1)  # seconds per greedy pass
@@ -136,7 +138,7 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
         # Leave time to validate what it returns (a sweep over all buffers).
         st: dict = {}
         found = improve_large(arr, index, lb, deadline - max(pass_s, 0.03 * time_limit), best.height,
-                              max(lb, target or 0), stats=st)
+                              goal, stats=st)
         say(f"small-long-first: {st.get('passes', 0)} passes")
         if found is not None:
             consider(arr.solution(*found), "small-long-first")
@@ -150,11 +152,11 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
         best = box[0]
 
     if searchable and not target_done(best.height) and 0 < len(act):
-        _search_descent(problem, arr, act, box, max(lb, target or 0), deadline, params, say, consider)
+        _search_descent(problem, arr, act, box, goal, deadline, params, say, consider)
         best = box[0]
 
     if method in ("auto", "greedy") and not target_done(best.height) and room():
-        _iterated_greedy(arr, index, box, max(lb, target or 0), deadline - pass_s, consider)
+        _iterated_greedy(arr, index, box, goal, deadline - pass_s, consider)
         best = box[0]
 
     if method in ("auto", "mip") and not target_done(best.height) and len(act) <= MAX_MIP_BUFFERS:
