@@ -12,21 +12,26 @@ Two levels of Relax are understood, so that one extractor serves both passes:
 
 Every binding belongs to exactly one op. An allocation binding belongs to the
 first call that uses the allocated tensor, so moving ops moves allocations with
-them. Bindings that only rename (``a = b``, tuples, ``TupleGetItem``, reshape
-views) become ``view`` ops whose outputs alias their inputs.
+them. Bindings that only rename (``a = b``, tuples, ``TupleGetItem``, views)
+become ``view`` ops whose outputs alias their inputs. Which constructs alias
+what is decided in ``aliasing.py`` (the one table of the model); values keep
+their tuple nesting, so ``t[i]`` is exact for nested tuples.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Union
 
 import tvm
 import tvm.sym  # the arithmetic analyzer (tvm.arith in older TVM)
 from tvm import relax, tirx
 
 from ..graph import Graph, Op, Tensor
+from .aliasing import DPS_OPS, PLANNED_OPS, VIEW_OPS, callee_kind, device_index, extern_name, storage_scope
 
-_VIEW_OPS = {"relax.reshape", "relax.memory.view", "relax.builtin.stop_lift_params"}
-_CALL_DPS = {"relax.call_tir", "relax.call_tir_with_grad", "relax.call_dps_packed"}
+#: A Relax value as tensor ids: a tensor id, ``None`` for a non-tensor (shape,
+#: prim value, object), or a list for a tuple (nesting kept).
+Value = Union[int, None, list]
 
 
 class ExtractError(ValueError):
@@ -45,8 +50,19 @@ class RelaxGraph:
     alloc_binding: dict[int, tuple[int, int]] = field(default_factory=dict)
     #: relax Var -> tensor ids of its leaves
     var_tensors: dict = field(default_factory=dict)
+    #: allocated roots that must not be placed in an arena, with the reason
+    escaped: dict[int, str] = field(default_factory=dict)
+    #: allocated root -> ``runtime_device_index`` of its allocation
+    alloc_device: dict[int, int] = field(default_factory=dict)
 
 
+def flatten(value: Value) -> list[int]:
+    """The tensor ids of a value, depth first."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [t for v in value for t in flatten(v)]
+    return [value]
 def dtype_bytes(dtype: str) -> float:
     dt = tvm.runtime.DataType(dtype)
     return dt.bits * dt.lanes / 8
@@ -101,10 +117,12 @@ class _Extractor:
         self.tensors: list[Tensor] = []
         self.ops: list[Op] = []
         self.op_bindings: list[list[tuple[int, int]]] = []
-        self.var_tensors: dict = {}
+        self.var_values: dict = {}
         self.produced: set[int] = set()
         self.pending_alloc: dict[int, tuple[int, int]] = {}  # tensor -> alloc binding, not yet claimed
         self.alloc_binding: dict[int, tuple[int, int]] = {}
+        self.alloc_device: dict[int, int] = {}
+        self.escaped: dict[int, str] = {}
         self.const_tensors: dict = {}
         self.storages: set[int] = set()
         self.param_kinds = param_kinds or {}
@@ -124,27 +142,46 @@ class _Extractor:
             t = self.tensors[t].alias_of
         return t
 
-    def _leaves(self, expr) -> list[int]:
-        """Tensor ids an argument expression refers to (constants become const tensors)."""
+    def _value(self, expr, where: str) -> Value:
+        """The value an argument expression refers to (constants become const tensors)."""
         if isinstance(expr, relax.Var):
-            return list(self.var_tensors.get(expr, []))
+            return self.var_values.get(expr)
         if isinstance(expr, relax.Tuple):
-            return [t for f in expr.fields for t in self._leaves(f)]
+            return [self._value(f, where) for f in expr.fields]
         if isinstance(expr, tvm.ir.Constant):
             if expr not in self.const_tensors:
                 self.const_tensors[expr] = self._new_tensor(expr.ty, f"const{len(self.const_tensors)}", "const")
-            return [self.const_tensors[expr]]
+            return self.const_tensors[expr]
         if isinstance(expr, relax.TupleGetItem):
-            return [self._leaves(expr.tuple_value)[expr.index]]
-        return []  # shapes, prim values, strings, functions
+            whole = self._value(expr.tuple_value, where)
+            if not isinstance(whole, list) or not 0 <= expr.index < len(whole):
+                raise ExtractError(f"{self.name}: {where}: item {expr.index} of a value that is not a tuple "
+                                   f"with that many fields; the function is left to StaticPlanBlockMemory")
+            return whole[expr.index]
+        return None  # shapes, prim values, strings, functions
 
-    def _fresh_outputs(self, var: relax.Var, sinfo) -> list[int]:
+    def _leaves(self, expr, where: str = "argument") -> list[int]:
+        return flatten(self._value(expr, where))
+
+    def _fresh_value(self, name: str, sinfo, kind: str = "intermediate") -> Value:
+        """New tensors shaped like ``sinfo`` (nesting kept)."""
         if isinstance(sinfo, relax.TupleType):
-            return [t for i, f in enumerate(sinfo.fields) for t in self._fresh_outputs(f"{var.name}.{i}", f)]
+            return [self._fresh_value(f"{name}.{i}", f, kind) for i, f in enumerate(sinfo.fields)]
         if isinstance(sinfo, relax.TensorType):
-            name = var if isinstance(var, str) else var.name
-            return [self._new_tensor(sinfo, name)]
-        return []
+            return self._new_tensor(sinfo, name, kind)
+        return None
+
+    def _alias_value(self, name: str, value: Value) -> Value:
+        """A new alias tensor for every leaf of ``value`` (nesting kept)."""
+        if isinstance(value, list):
+            return [self._alias_value(f"{name}.{i}", v) for i, v in enumerate(value)]
+        if value is None:
+            return None
+        return self._new_tensor(None, name, alias_of=value)
+
+    def _escape(self, tensors: list[int], reason: str) -> None:
+        for t in tensors:
+            self.escaped.setdefault(self._root(t), reason)
 
     def _add_op(self, name: str, inputs: list[int], outputs: list[int], kind: str,
                 bindings: list[tuple[int, int]], inplace: list[int] = ()) -> int:
@@ -155,10 +192,6 @@ class _Extractor:
         self.produced.update(outputs)
         return oid
 
-    def _aliases(self, var_name: str, sources: list[int]) -> list[int]:
-        return [self._new_tensor(None, f"{var_name}.{i}" if len(sources) > 1 else var_name, alias_of=s)
-                for i, s in enumerate(sources)]
-
     def _claim_allocs(self, args: list[int], where: tuple[int, int]) -> list[tuple[int, int]]:
         claimed = []
         for t in args:
@@ -167,17 +200,18 @@ class _Extractor:
                 claimed.append(self.pending_alloc.pop(r))
         return sorted(claimed) + [where]
 
+    def _bind_view(self, var, src: Value, label: str, where, claim: bool = False) -> None:
+        """``var`` shares the storage of ``src``."""
+        outs = self._alias_value(var.name, src)
+        self.var_values[var] = outs
+        inputs = flatten(src)
+        self._add_op(label, inputs, flatten(outs), "view",
+                     self._claim_allocs(inputs, where) if claim else [where])
+
     # ----------------------------------------------------------- bindings
     def visit_function(self) -> RelaxGraph:
         for p in self.func.params:
-            sinfo = p.ty
-            kind = self.param_kinds.get(p.name, "input")
-            if isinstance(sinfo, relax.TensorType):
-                self.var_tensors[p] = [self._new_tensor(sinfo, p.name, kind)]
-            elif isinstance(sinfo, relax.TupleType):
-                self.var_tensors[p] = self._fresh_param_tuple(p.name, sinfo, kind)
-            else:
-                self.var_tensors[p] = []
+            self.var_values[p] = self._fresh_value(p.name, p.ty, self.param_kinds.get(p.name, "input"))
         body = self.func.body
         if not isinstance(body, relax.SeqExpr):
             raise ExtractError(f"{self.name}: function body is not a sequence of bindings; run relax.transform.Normalize first")
@@ -207,120 +241,153 @@ class _Extractor:
             self._add_op("alloc_unused", [], [], "compute", [where])
             self.tensors[t].kind = "intermediate"
             self.ops[-1].outputs.append(t)
-        for t in self._leaves(body.body):
+        for t in self._leaves(body.body, "the function's return value"):
             self.tensors[t].is_output = True
         graph = Graph(self.ops, self.tensors, name=self.name)
-        return RelaxGraph(graph, self.func, self.op_bindings, self.alloc_binding, self.var_tensors)
-
-    def _fresh_param_tuple(self, name: str, sinfo, kind: str) -> list[int]:
-        out = []
-        for i, f in enumerate(sinfo.fields):
-            if isinstance(f, relax.TensorType):
-                out.append(self._new_tensor(f, f"{name}.{i}", kind))
-            elif isinstance(f, relax.TupleType):
-                out.extend(self._fresh_param_tuple(f"{name}.{i}", f, kind))
-        return out
+        var_tensors = {v: flatten(val) for v, val in self.var_values.items()}
+        return RelaxGraph(graph, self.func, self.op_bindings, self.alloc_binding, var_tensors,
+                          self.escaped, self.alloc_device)
 
     def _visit_binding(self, bi: int, i: int, b, bindings) -> None:
         where = (bi, i)
         var = b.var
         value = b.value
+        at = f"binding {var.name}"
         if isinstance(b, relax.MatchCast) or isinstance(value, (relax.Var, relax.Tuple, relax.TupleGetItem)):
-            src = self._leaves(value)
-            outs = self._aliases(var.name, src)
-            self.var_tensors[var] = outs
-            self._add_op("view", src, outs, "view", [where])
+            self._bind_view(var, self._value(value, at), "view", where)
             return
         if isinstance(value, tvm.ir.Constant):
-            self.var_tensors[var] = self._leaves(value)
+            self.var_values[var] = self._value(value, at)
             self._add_op("const", [], [], "view", [where])
             return
+        if isinstance(value, relax.If):
+            self._visit_opaque(where, var, value, "if")
+            return
         if not isinstance(value, relax.Call):
-            raise ExtractError(f"{self.name}: binding {var.name} = {type(value).__name__} is not supported "
-                               f"(control flow / nested functions); the function is left to StaticPlanBlockMemory")
-        op = value.op
-        if isinstance(op, tvm.ir.Op):
+            raise ExtractError(f"{self.name}: {at} = {type(value).__name__} is not supported "
+                               f"(nested functions); the function is left to StaticPlanBlockMemory")
+        if isinstance(value.op, tvm.ir.Op):
             self._visit_op_call(where, var, value, bindings)
             return
-        # Lowered destination-passing call: f(args..., outputs) or an extern/packed call.
-        self._visit_dps_call(where, var, value, bindings)
+        kind = callee_kind(value, self.mod)
+        if kind == "view_extern":
+            self._bind_view(var, self._value(value.args[0], at), extern_name(value), where, claim=True)
+        elif kind == "opaque":
+            self._visit_opaque(where, var, value, extern_name(value))
+        else:  # a PrimFunc or an extern, destination passing
+            args = [t for a in value.args for t in self._leaves(a, at)]
+            returns_tensor = bool(flatten(self._fresh_shape_probe(var.ty)))
+            if kind == "extern" and returns_tensor:
+                # An extern that returns tensors may return a view of any argument.
+                self._escape(args, f"argument of extern {extern_name(value)!r}, which returns a tensor")
+            self._visit_dps_call(where, var, args, extern_name(value), bindings)
+
+    def _fresh_shape_probe(self, sinfo) -> list:
+        """Leaves of a struct info that are tensors (no tensors are created)."""
+        if isinstance(sinfo, relax.TupleType):
+            return [x for f in sinfo.fields for x in self._fresh_shape_probe(f)]
+        return [sinfo] if isinstance(sinfo, relax.TensorType) else []
+
+    def _visit_opaque(self, where, var, expr, label: str) -> None:
+        """A construct we do not see into: it may keep any tensor it is given."""
+        inputs = [t for v in relax.analysis.free_vars(expr) for t in flatten(self.var_values.get(v))]
+        if isinstance(expr, relax.Call):
+            inputs += [t for a in expr.args for t in self._leaves(a, f"binding {var.name}")]
+        self._escape(inputs, f"used by {label} at binding {var.name}")
+        outs = self._fresh_value(var.name, var.ty)
+        self.var_values[var] = outs
+        # Its results are allocated inside the callee or branch, not by this function.
+        self._add_op(label, inputs, flatten(outs), "compute", self._claim_allocs(inputs, where))
 
     def _visit_op_call(self, where, var, call: relax.Call, bindings) -> None:
         name = call.op.name
+        at = f"binding {var.name}"
         if name == "relax.builtin.alloc_tensor":
-            [t] = self._fresh_outputs(var, var.ty)
-            self.var_tensors[var] = [t]
+            t = self._fresh_value(var.name, var.ty)
+            if not isinstance(t, int):
+                raise ExtractError(f"{self.name}: {at}: alloc_tensor without a tensor type")
+            self.var_values[var] = t
             self.pending_alloc[t] = where
             self.alloc_binding[t] = where
+            self.alloc_device[t] = device_index(call)
+            if storage_scope(call) != "global":
+                self._escape([t], f"storage scope {storage_scope(call)!r}")
             return
-        if name == "relax.memory.alloc_storage" and self.planned:
-            # A storage block: sized in bytes by its shape argument.
-            nbytes = int(call.args[0].values[0])
-            t = len(self.tensors)
-            self.tensors.append(Tensor(t, var.name, nbytes, "uint8", (nbytes,)))
-            self.var_tensors[var] = [t]
-            self.pending_alloc[t] = where
-            self.alloc_binding[t] = where
-            self.storages.add(t)
+        if self.planned and name in ("relax.memory.alloc_storage", "relax.vm.alloc_storage"):
+            self._visit_storage(where, var, call)
             return
-        if name == "relax.memory.alloc_tensor" and self.planned:
-            src = self._leaves(call.args[0])
-            outs = self._aliases(var.name, src)
-            self.var_tensors[var] = outs
-            self._add_op(name, src, outs, "view", self._claim_allocs(src, where))
+        if self.planned and name in ("relax.memory.alloc_tensor", "relax.vm.alloc_tensor"):
+            self._bind_view(var, self._value(call.args[0], at), name, where, claim=True)
             return
-        if name.startswith("relax.memory.kill") and self.planned:
-            self.var_tensors[var] = []
+        if self.planned and name in PLANNED_OPS:  # kills
+            self.var_values[var] = None
             self._add_op(name, [], [], "view", [where])
             return
-        if name.startswith("relax.memory.alloc") or name.startswith("relax.memory.kill") or name.startswith("relax.vm."):
-            raise ExtractError(f"{self.name}: already memory-planned ({name} found); run the planner once, "
+        if name in PLANNED_OPS:
+            raise ExtractError(f"{self.name}: already memory-planned ({name} at {at}); run the planner once, "
                                f"where StaticPlanBlockMemory runs")
-        if name == "relax.memory.ensure_zero_offset":
-            src = self._leaves(call.args[0])
-            outs = self._aliases(var.name, src)
-            self.var_tensors[var] = outs
-            self._add_op(name, src, outs, "view", [where])
+        if name in VIEW_OPS:
+            self._bind_view(var, self._value(call.args[0], at), name, where, claim=True)
             return
-        if name in _VIEW_OPS:
-            src = self._leaves(call.args[0])
-            outs = self._aliases(var.name, src)
-            self.var_tensors[var] = outs
-            self._add_op(name, src, outs, "view", [where])
+        if name == "relax.vm.call_tir_dyn":
+            args = self._leaves(call.args[1], at)
+            self._visit_dps_call(where, var, args, extern_name(call.args[0]) if not isinstance(
+                call.args[0], tvm.ir.GlobalVar) else call.args[0].name_hint, bindings)
             return
-        if name in _CALL_DPS or name == "relax.call_tir_inplace":
-            callee = call.args[0]
-            label = callee.name_hint if isinstance(callee, tvm.ir.GlobalVar) else str(getattr(callee, "global_symbol", name))
-            inputs = self._leaves(call.args[1])
-            if name == "relax.call_tir" and self._is_reshape(callee) and len(inputs) == 1:
-                outs = self._aliases(var.name, inputs)
-                self.var_tensors[var] = outs
-                self._add_op(label, inputs, outs, "view", [where])
-                return
-            if name == "relax.call_tir_inplace":
-                idx = [int(x) for x in call.attrs.inplace_indices]
-                sinfo = var.ty
-                fields = list(sinfo.fields) if isinstance(sinfo, relax.TupleType) else [sinfo]
-                outs, inplace = [], []
-                for k, (ix, f) in enumerate(zip(idx, fields)):
-                    if ix >= 0:
-                        arg = self._leaves(call.args[1].fields[ix])[0] if isinstance(call.args[1], relax.Tuple) else inputs[ix]
-                        outs.append(self._new_tensor(None, f"{var.name}.{k}", alias_of=arg))
-                        inplace.append(arg)
-                    else:
-                        outs.append(self._new_tensor(f, f"{var.name}.{k}"))
-                self.var_tensors[var] = outs
-                self._add_op(label, inputs, outs, "update", [where], inplace)
-                return
-            outs = self._fresh_outputs(var, var.ty)
-            self.var_tensors[var] = outs
-            self._add_op(label, inputs, outs, "compute", [where])
+        if name in DPS_OPS or name == "relax.call_tir_inplace":
+            self._visit_call_tir(where, var, call, name)
             return
+        if name.startswith("relax.vm.") or name.startswith("relax.memory."):
+            raise ExtractError(f"{self.name}: {at}: {name} is not modelled by the planner; "
+                               f"the function is left to StaticPlanBlockMemory")
         # Any other op: reads its tensor arguments, defines its result.
-        inputs = [t for a in call.args for t in self._leaves(a)]
-        outs = self._fresh_outputs(var, var.ty)
-        self.var_tensors[var] = outs
-        self._add_op(name, inputs, outs, "compute", self._claim_allocs(inputs, where))
+        inputs = [t for a in call.args for t in self._leaves(a, at)]
+        outs = self._fresh_value(var.name, var.ty)
+        self.var_values[var] = outs
+        self._add_op(name, inputs, flatten(outs), "compute", self._claim_allocs(inputs, where))
+
+    def _visit_storage(self, where, var, call: relax.Call) -> None:
+        """A storage block of a planned function: one allocated tensor of its byte size."""
+        shape = call.args[0]
+        if not isinstance(shape, relax.ShapeExpr) or len(shape.values) != 1:
+            raise ExtractError(f"{self.name}: storage {var.name} has no static byte size")
+        nbytes = _dim_value(shape.values[0], self.bounds, f"{self.name}: storage {var.name}")
+        t = len(self.tensors)
+        self.tensors.append(Tensor(t, var.name, nbytes, "uint8", (nbytes,)))
+        self.var_values[var] = t
+        self.pending_alloc[t] = where
+        self.alloc_binding[t] = where
+        self.storages.add(t)
+
+    def _visit_call_tir(self, where, var, call: relax.Call, name: str) -> None:
+        callee = call.args[0]
+        label = callee.name_hint if isinstance(callee, tvm.ir.GlobalVar) else str(getattr(callee, "global_symbol", name))
+        at = f"binding {var.name}"
+        arg_values = self._value(call.args[1], at)
+        fields = arg_values if isinstance(arg_values, list) else [arg_values]
+        inputs = flatten(arg_values)
+        if name == "relax.call_tir" and self._is_reshape(callee) and len(inputs) == 1:
+            self._bind_view(var, inputs[0], label, where)
+            return
+        if name == "relax.call_tir_inplace":
+            idx = [int(x) for x in call.attrs.inplace_indices]
+            sinfo = var.ty
+            out_types = list(sinfo.fields) if isinstance(sinfo, relax.TupleType) else [sinfo]
+            outs, inplace = [], []
+            for k, (ix, f) in enumerate(zip(idx, out_types)):
+                if ix >= 0:
+                    if not 0 <= ix < len(fields) or not isinstance(fields[ix], int):
+                        raise ExtractError(f"{self.name}: {at}: in-place index {ix} is not a tensor argument")
+                    outs.append(self._new_tensor(None, f"{var.name}.{k}", alias_of=fields[ix]))
+                    inplace.append(fields[ix])
+                else:
+                    outs.append(self._new_tensor(f, f"{var.name}.{k}"))
+            self.var_values[var] = outs if isinstance(sinfo, relax.TupleType) else outs[0]
+            self._add_op(label, inputs, outs, "update", [where], inplace)
+            return
+        outs = self._fresh_value(var.name, var.ty)
+        self.var_values[var] = outs
+        self._add_op(label, inputs, flatten(outs), "compute", [where])
 
     def _is_reshape(self, callee) -> bool:
         if self.mod is None or not isinstance(callee, tvm.ir.GlobalVar) or callee not in self.mod.functions:
@@ -328,10 +395,7 @@ class _Extractor:
         f = self.mod[callee]
         return isinstance(f, tirx.PrimFunc) and bool(relax.analysis.has_reshape_pattern(f))
 
-    def _visit_dps_call(self, where, var, call: relax.Call, bindings) -> None:
-        callee = call.op
-        label = callee.name_hint if isinstance(callee, tvm.ir.GlobalVar) else str(callee)
-        args = [t for a in call.args for t in self._leaves(a)]
+    def _visit_dps_call(self, where, var, args: list[int], label: str, bindings) -> None:
         # Which arguments does the call write? CallTIRRewrite follows every call
         # with ``result = out`` (or a tuple of outs): those are the written args.
         written: list[int] = []
@@ -339,7 +403,7 @@ class _Extractor:
         if i + 1 < len(bindings):
             nxt = bindings[i + 1].value
             if isinstance(nxt, (relax.Var, relax.Tuple)):
-                refs = self._leaves(nxt)
+                refs = self._leaves(nxt, f"binding {bindings[i + 1].var.name}")
                 if refs and all(r in args for r in refs):
                     written = refs
         if not written:
@@ -351,11 +415,8 @@ class _Extractor:
         # value: no ordering edges are needed (the plan is already fixed).
         inplace = [t for t in written if t not in fresh and self._root(t) not in self.storages]
         inputs = [t for t in args if t not in fresh]
-        if isinstance(var.ty, relax.TensorType) and var.name != "_":
-            outs = self._fresh_outputs(var, var.ty)  # a call that returns a new tensor
-        else:
-            outs = []
-        self.var_tensors[var] = outs
+        outs = flatten(self._fresh_value(var.name, var.ty)) if var.name != "_" else []
+        self.var_values[var] = outs[0] if len(outs) == 1 and isinstance(var.ty, relax.TensorType) else (outs or None)
         oid = self._add_op(label, inputs, [], "update" if inplace else "compute",
                            self._claim_allocs(args, where), inplace)
         # Each argument written in place gets a new version, so that later
@@ -364,12 +425,18 @@ class _Extractor:
         for t in inplace:
             v = self._new_tensor(None, f"{self.tensors[t].name}'", alias_of=t)
             versions.append(v)
-            for rv, leaves in self.var_tensors.items():
-                if t in leaves:
-                    self.var_tensors[rv] = [v if x == t else x for x in leaves]
+            for rv, val in self.var_values.items():
+                if t in flatten(val):
+                    self.var_values[rv] = _replace(val, t, v)
         # The fresh destinations are defined by this call (they were created by the alloc binding).
         self.ops[oid].outputs = fresh + outs + versions
         self.produced.update(fresh + outs + versions)
+
+
+def _replace(value: Value, old: int, new: int) -> Value:
+    if isinstance(value, list):
+        return [_replace(v, old, new) for v in value]
+    return new if value == old else value
 
 
 def extract_graph(func: relax.Function, mod: tvm.IRModule | None = None, name: str = "main",

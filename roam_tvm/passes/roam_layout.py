@@ -1,128 +1,63 @@
-"""RoamLayout: one arena per function, with planned offsets, in place of StaticPlanBlockMemory.
+"""RoamLayout: one arena per function and device, with planned offsets, in place of StaticPlanBlockMemory.
 
 Runs where ``relax.transform.StaticPlanBlockMemory`` runs (after
 ``CallTIRRewrite``). For each Relax function:
 
-1. extract the plain graph (``extract.py``) and the lifetimes of every
-   ``R.builtin.alloc_tensor`` in the current binding order;
-2. solve the offsets with the layout core (``roam_tvm.layout``) and validate
-   them independently;
-3. rewrite: one ``R.memory.alloc_storage`` arena, and each planned tensor as
-   ``R.memory.ensure_zero_offset(R.memory.alloc_tensor(arena, offset, ...))``;
-4. compare the simulated peak with StaticPlanBlockMemory's on the same function
-   and keep whichever is lower (never worse than TVM's default).
+1. extract the plain graph (``extract.py``; what aliases what is in
+   ``aliasing.py``) and the lifetimes of every ``R.builtin.alloc_tensor`` in the
+   current binding order;
+2. solve the offsets with the layout core (``roam_tvm.layout``), one arena per
+   ``runtime_device_index``, and validate them;
+3. rewrite (``arena.py``): each device's arena is one ``R.memory.alloc_storage``
+   and each planned tensor ``R.memory.ensure_zero_offset(R.memory.alloc_tensor(
+   arena, offset, ...))``; the allocations roam does not place (returned
+   tensors, escaped ones, those inside ``If`` branches) are then planned by
+   StaticPlanBlockMemory as usual;
+4. check the planned function against the input with the independent checker
+   (``roam_tvm.verify``) when it is installed;
+5. keep StaticPlanBlockMemory's plan instead unless ours is no worse in both
+   total storage bytes and simulated peak, and at least ``min_saving`` bytes
+   lower in one (ties and page-sized gains go to TVM's well-trodden plan).
 
-Tensors that reach the function's return value stay outside the arena, as in
-StaticPlanBlockMemory. A function that cannot be planned statically (a
-dimension without ``tir_var_upper_bound``, control flow) is left to
-StaticPlanBlockMemory with a warning that names it.
+A function that cannot be analysed (a dimension without an upper bound, a
+construct outside the alias model) is left to StaticPlanBlockMemory with one
+warning that names the function and the reason.
 """
 from __future__ import annotations
 
-import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import tvm
 from tvm import relax
-from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from ..graph import Graph
-from ..layout import Buffer, Problem, solve, validate
-from .extract import ExtractError, RelaxGraph, extract_graph
+from ..graph import GraphError
+from .arena import ArenaPlan, default_alignment, plannable_tensors, rewrite_with_arenas, solve_arena
+from .extract import ExtractError, RelaxGraph, _upper_bounds, extract_graph, tensor_bytes
 from .records import LayoutRecord, record_layout
 
+__all__ = ["RoamLayout", "ArenaPlan", "PlanCost", "default_alignment", "plan_cost", "simulated_peak",
+           "plan_function"]
 
-def default_alignment(target: tvm.target.Target | None = None) -> int:
-    """256 B on GPUs (what CUDA allocators give), 64 B elsewhere (cache line, zero-copy views)."""
-    target = target or tvm.target.Target.current(allow_none=True)
-    if target is not None and ("gpu" in target.keys or target.kind.name in ("cuda", "rocm", "metal", "vulkan")):
-        return 256
-    return 64
-
-
-@dataclass
-class ArenaPlan:
-    """Offsets of the planned tensors of one function (plain data)."""
-
-    offsets: dict[int, int]  # tensor id -> byte offset
-    arena_bytes: int
-    lower_bound_bytes: int
-    lifetimes: dict[int, tuple[int, int]] = field(default_factory=dict)
-    method: str = ""
-    seconds: float = 0.0
+# TVM's planner, bound once: the baseline must be TVM's own even where a caller
+# has put RoamLayout in its place under the same name.
+_tvm_static_plan = relax.transform.StaticPlanBlockMemory
 
 
-def plannable_tensors(rg: RelaxGraph) -> list[int]:
-    """Allocated roots that come from ``R.builtin.alloc_tensor`` and are not returned."""
-    g = rg.graph
-    return [t for t in g.allocated if t in rg.alloc_binding and t not in g.pinned_to_end
-            and g.tensors[t].size > 0]
+@dataclass(frozen=True)
+class PlanCost:
+    """What a planned function costs: storage bytes allocated, and the simulated peak."""
 
+    storage_bytes: int
+    peak_bytes: int
 
-def layout_problem(g: Graph, tensors: list[int], alignment: int,
-                   order: list[int] | None = None) -> tuple[Problem, dict[int, tuple[int, int]]]:
-    """The offset problem for ``tensors`` under ``order`` (default: program order)."""
-    life = g.lifetimes(order)
-    buffers = []
-    for t in tensors:
-        a, b = life[t]
-        size = -(-g.tensors[t].size // alignment) * alignment
-        buffers.append(Buffer(str(t), a, b + 1, size))
-    return Problem(buffers, None, alignment), {t: life[t] for t in tensors}
+    def no_worse_than(self, other: "PlanCost") -> bool:
+        return self.storage_bytes <= other.storage_bytes and self.peak_bytes <= other.peak_bytes
 
-
-def solve_arena(g: Graph, tensors: list[int], alignment: int, time_limit: float) -> ArenaPlan:
-    """Solve and validate the offsets; raise ``RuntimeError`` if no valid layout was found."""
-    start = time.perf_counter()
-    problem, life = layout_problem(g, tensors, alignment)
-    sol = solve(problem, time_limit=time_limit)
-    violations = validate(problem, sol)
-    if violations:
-        raise RuntimeError("layout failed validation: " + "; ".join(violations[:3]))
-    return ArenaPlan({int(k): int(v) for k, v in sol.offsets.items()}, int(sol.height),
-                     int(problem.lower_bound()), life, getattr(sol, "method", ""),
-                     time.perf_counter() - start)
-
-
-@mutator
-class _ArenaRewriter(PyExprMutator):
-    """Replaces planned ``R.builtin.alloc_tensor`` bindings with arena views."""
-
-    def __init__(self, mod: tvm.IRModule, planned_vars: dict, arena_bytes: int):
-        super().__init__(mod)
-        self.planned_vars = planned_vars  # relax Var -> offset
-        self.arena_bytes = arena_bytes
-        self.arena = None
-
-    def visit_var_binding_(self, binding: relax.VarBinding) -> None:
-        offset = self.planned_vars.get(binding.var)
-        if offset is None:
-            super().visit_var_binding_(binding)
-            return
-        call = binding.value
-        shape, dtype, device = call.args[0], call.args[1], call.args[2]
-        if self.arena is None:
-            self.arena = self.builder_.emit(
-                relax.op.memory.alloc_storage(relax.ShapeExpr([self.arena_bytes]), device,
-                                              "global", "uint8"), name_hint="roam_arena")
-        raw = self.builder_.emit(
-            relax.op.memory.alloc_tensor(self.arena, offset,
-                                         shape, dtype), name_hint=binding.var.name + "_at")
-        new = self.builder_.emit(relax.op.memory.ensure_zero_offset(raw), name_hint=binding.var.name)
-        self.set_var_remap(binding.var, new)
-
-
-def rewrite_with_arena(mod: tvm.IRModule, rg: RelaxGraph, plan: ArenaPlan) -> relax.Function:
-    """Apply ``plan`` to the function (returns the new function; ``mod`` is not changed)."""
-    func = rg.func
-    planned_vars = {}
-    offset_of_binding = {rg.alloc_binding[t]: off for t, off in plan.offsets.items()}
-    for bi, block in enumerate(func.body.blocks):
-        for i, b in enumerate(block.bindings):
-            if (bi, i) in offset_of_binding:
-                planned_vars[b.var] = offset_of_binding[(bi, i)]
-    return _ArenaRewriter(mod, planned_vars, plan.arena_bytes).visit_expr(func)
+    def saves_over(self, other: "PlanCost", min_saving: int) -> bool:
+        """No worse in either measure, and at least ``min_saving`` bytes lower in one."""
+        gain = max(other.storage_bytes - self.storage_bytes, other.peak_bytes - self.peak_bytes)
+        return self.no_worse_than(other) and gain >= max(min_saving, 1)
 
 
 def simulated_peak(func: relax.Function, mod: tvm.IRModule) -> int:
@@ -130,66 +65,136 @@ def simulated_peak(func: relax.Function, mod: tvm.IRModule) -> int:
     return extract_graph(func, mod, planned=True).graph.peak()
 
 
+def storage_bytes(func: relax.Function) -> int:
+    """Bytes of every storage and unplanned tensor the function allocates (upper bounds)."""
+    bounds = _upper_bounds(func)
+    total = [0]
+
+    def visit(expr):
+        if not isinstance(expr, relax.Call) or not isinstance(expr.op, tvm.ir.Op):
+            return
+        name = expr.op.name
+        if name in ("relax.memory.alloc_storage", "relax.vm.alloc_storage"):
+            sinfo = relax.TensorType(expr.args[0], "uint8")
+            total[0] += tensor_bytes(sinfo, bounds, "storage")[0]
+        elif name == "relax.builtin.alloc_tensor":
+            total[0] += tensor_bytes(expr.ty, bounds, "tensor")[0]
+
+    relax.analysis.post_order_visit(func.body, visit)
+    return total[0]
+
+
+def plan_cost(func: relax.Function, mod: tvm.IRModule) -> PlanCost:
+    """Storage bytes and simulated peak of a planned function."""
+    return PlanCost(storage_bytes(func), simulated_peak(func, mod))
+
+
+def _with(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, func: relax.Function) -> tvm.IRModule:
+    out = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+    out[gv] = func
+    return out
+
+
+def _check_independently(reference: relax.Function, planned: relax.Function, mod: tvm.IRModule) -> list[str]:
+    try:
+        from ..verify import check_plan
+    except ImportError:  # the checker is optional at this layer
+        return []
+    return check_plan(reference, planned, mod)
+
+
+def plan_function(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, alignment: int,
+                  time_limit: float) -> tuple[relax.Function, list[ArenaPlan], RelaxGraph]:
+    """Roam's plan of one function of ``mod`` (arenas, then TVM's planner on what is left).
+
+    Raises
+    ------
+    ExtractError, GraphError, RuntimeError
+        The function cannot be analysed, or no valid layout was found.
+    """
+    func = mod[gv]
+    rg = extract_graph(func, mod, gv.name_hint)
+    groups = plannable_tensors(rg)
+    plans = [solve_arena(rg.graph, ts, alignment, time_limit, device) for device, ts in sorted(groups.items())]
+    new_func = rewrite_with_arenas(mod, rg, plans) if plans else func
+    # What roam does not place (returned, escaped, in branches) gets TVM's plan.
+    new_func = _tvm_static_plan()(_with(mod, gv, new_func))[gv]
+    violations = _check_independently(func, new_func, mod)
+    if violations:
+        raise RuntimeError("the plan checker rejected the plan: " + "; ".join(violations[:3]))
+    return new_func, plans, rg
+
+
 @tvm.transform.module_pass(opt_level=0, name="RoamLayout")
 class RoamLayout:
-    """Plan every Relax function's intermediate tensors into one arena.
+    """Plan every Relax function's intermediate tensors into one arena per device.
 
     Parameters
     ----------
     alignment : int, optional
-        Offset alignment in bytes. Default: 256 for GPU targets, 64 otherwise
-        (at multiples of 64 B, ``ensure_zero_offset`` is a zero-copy view).
+        Offset alignment in bytes. Default: what the current target needs
+        (:func:`default_alignment`: 64 on CPUs, 256 on GPUs).
     time_limit : float
         Seconds the layout solver may spend per function.
     never_worse : bool
-        Run StaticPlanBlockMemory too and keep its result for any function where
-        it simulates to a lower peak. Leave on except for ablations.
+        Keep StaticPlanBlockMemory's plan for any function where ours is not
+        better in storage bytes or simulated peak, or is worse in either. Leave
+        on except for ablations and tests of the raw plan.
+    min_saving : int
+        Bytes roam's plan must save (in storage or peak) to replace TVM's; below
+        that, deviating from TVM's plan buys nothing (default: one 4 KiB page).
     """
 
-    def __init__(self, alignment: int | None = None, time_limit: float = 10.0, never_worse: bool = True):
+    def __init__(self, alignment: int | None = None, time_limit: float = 10.0, never_worse: bool = True,
+                 min_saving: int = 4096):
         if time_limit <= 0:
             raise ValueError(f"RoamLayout: time_limit must be > 0 seconds, got {time_limit}")
+        if alignment is not None and alignment < 1:
+            raise ValueError(f"RoamLayout: alignment must be >= 1 byte, got {alignment}")
         self.alignment = alignment
         self.time_limit = time_limit
         self.never_worse = never_worse
+        if min_saving < 0:
+            raise ValueError(f"RoamLayout: min_saving must be >= 0 bytes, got {min_saving}")
+        self.min_saving = min_saving
 
     def transform_module(self, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
         alignment = self.alignment or default_alignment()
-        baseline = relax.transform.StaticPlanBlockMemory()(mod)
-        updates = {}
-        for gv, func in mod.functions.items():
-            if not isinstance(func, relax.Function):
-                continue
-            name = gv.name_hint
-            record = LayoutRecord(function=name, alignment=alignment)
-            try:
-                rg = extract_graph(func, mod, name)
-                tensors = plannable_tensors(rg)
-                plan = solve_arena(rg.graph, tensors, alignment, self.time_limit)
-                new_func = rewrite_with_arena(mod, rg, plan) if tensors else func
-            except (ExtractError, RuntimeError) as err:
-                warnings.warn(f"RoamLayout: function {name!r} left to StaticPlanBlockMemory: {err}")
-                record.status = f"fallback: {err}"
-                updates[gv] = baseline[gv]
-                record_layout(record)
-                continue
-            probe = tvm.IRModule({gv: new_func})
-            ours = simulated_peak(new_func, probe)
-            theirs = simulated_peak(baseline[gv], baseline)
-            record.update(arena_bytes=plan.arena_bytes, lower_bound_bytes=plan.lower_bound_bytes,
-                          planned_tensors=len(plan.offsets), seconds=plan.seconds, method=plan.method,
-                          peak_bytes=ours, static_plan_peak_bytes=theirs,
-                          offsets=plan.offsets, lifetimes=plan.lifetimes,
-                          sizes={t: rg.graph.tensors[t].size for t in plan.offsets},
-                          names={t: rg.graph.tensors[t].name for t in plan.offsets})
-            if self.never_worse and ours > theirs:
-                record.status = "static-plan kept (lower peak)"
-                updates[gv] = baseline[gv]
-            else:
-                record.status = "roam"
-                updates[gv] = new_func
-            record_layout(record)
+        baseline = _tvm_static_plan()(mod)
         out = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
-        for gv, f in updates.items():
-            out[gv] = f
+        for gv, func in mod.functions.items():
+            if isinstance(func, relax.Function):
+                out[gv] = self._plan_one(mod, baseline, gv, alignment)
+            elif gv in baseline.functions:
+                out[gv] = baseline[gv]
         return out
+
+    def _plan_one(self, mod, baseline, gv, alignment) -> relax.Function:
+        name = gv.name_hint
+        record = LayoutRecord(function=name, alignment=alignment)
+        try:
+            new_func, plans, rg = plan_function(mod, gv, alignment, self.time_limit)
+            ours = plan_cost(new_func, _with(mod, gv, new_func))
+            theirs = plan_cost(baseline[gv], baseline)
+        except (ExtractError, GraphError, RuntimeError) as err:
+            warnings.warn(f"RoamLayout: function {name!r} left to StaticPlanBlockMemory: {err}")
+            record.status = f"fallback: {err}"
+            record_layout(record)
+            return baseline[gv]
+        offsets = {t: off for p in plans for t, off in p.offsets.items()}
+        lifetimes = {t: life for p in plans for t, life in p.lifetimes.items()}
+        g = rg.graph
+        record.update(arena_bytes=sum(p.arena_bytes for p in plans),
+                      lower_bound_bytes=sum(p.lower_bound_bytes for p in plans),
+                      planned_tensors=len(offsets), seconds=sum(p.seconds for p in plans),
+                      method="+".join(p.method for p in plans), peak_bytes=ours.peak_bytes,
+                      static_plan_peak_bytes=theirs.peak_bytes, offsets=offsets, lifetimes=lifetimes,
+                      sizes={t: g.tensors[t].size for t in offsets}, names={t: g.tensors[t].name for t in offsets})
+        if self.never_worse and not ours.saves_over(theirs, self.min_saving):
+            record.status = (f"static-plan kept (roam {ours.storage_bytes} B storage / {ours.peak_bytes} B peak, "
+                             f"StaticPlanBlockMemory {theirs.storage_bytes} / {theirs.peak_bytes})")
+            record_layout(record)
+            return baseline[gv]
+        record.status = "roam"
+        record_layout(record)
+        return new_func
