@@ -41,7 +41,7 @@ __all__ = ["RoamLayout", "ArenaPlan", "PlanCost", "default_alignment", "plan_cos
 
 # TVM's planner, bound once: the baseline must be TVM's own even where a caller
 # has put RoamLayout in its place under the same name.
-_tvm_static_plan = relax.transform.StaticPlanBlockMemory
+tvm_static_plan = relax.transform.StaticPlanBlockMemory
 
 
 @dataclass(frozen=True)
@@ -68,20 +68,21 @@ def simulated_peak(func: relax.Function, mod: tvm.IRModule) -> int:
 def storage_bytes(func: relax.Function) -> int:
     """Bytes of every storage and unplanned tensor the function allocates (upper bounds)."""
     bounds = _upper_bounds(func)
-    total = [0]
+    allocs: list[relax.Call] = []
 
-    def visit(expr):
-        if not isinstance(expr, relax.Call) or not isinstance(expr.op, tvm.ir.Op):
-            return
-        name = expr.op.name
-        if name in ("relax.memory.alloc_storage", "relax.vm.alloc_storage"):
-            sinfo = relax.TensorType(expr.args[0], "uint8")
-            total[0] += tensor_bytes(sinfo, bounds, "storage")[0]
-        elif name == "relax.builtin.alloc_tensor":
-            total[0] += tensor_bytes(expr.ty, bounds, "tensor")[0]
+    def visit(expr):  # collect only: an exception here would cross the FFI
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name in (
+                "relax.memory.alloc_storage", "relax.vm.alloc_storage", "relax.builtin.alloc_tensor"):
+            allocs.append(expr)
 
     relax.analysis.post_order_visit(func.body, visit)
-    return total[0]
+    total = 0
+    for call in allocs:
+        if call.op.name == "relax.builtin.alloc_tensor":
+            total += tensor_bytes(call.ty, bounds, "a tensor")[0]
+        else:
+            total += tensor_bytes(relax.TensorType(call.args[0], "uint8"), bounds, "a storage")[0]
+    return total
 
 
 def plan_cost(func: relax.Function, mod: tvm.IRModule) -> PlanCost:
@@ -118,11 +119,55 @@ def plan_function(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, alignment: int,
     plans = [solve_arena(rg.graph, ts, alignment, time_limit, device) for device, ts in sorted(groups.items())]
     new_func = rewrite_with_arenas(mod, rg, plans) if plans else func
     # What roam does not place (returned, escaped, in branches) gets TVM's plan.
-    new_func = _tvm_static_plan()(_with(mod, gv, new_func))[gv]
+    new_func = tvm_static_plan()(_with(mod, gv, new_func))[gv]
     violations = _check_independently(func, new_func, mod)
     if violations:
         raise RuntimeError("the plan checker rejected the plan: " + "; ".join(violations[:3]))
     return new_func, plans, rg
+
+
+def choose_plan(mod: tvm.IRModule, baseline: tvm.IRModule, gv: tvm.ir.GlobalVar, alignment: int,
+                time_limit: float, never_worse: bool = True,
+                min_saving: int = 4096) -> tuple[relax.Function, PlanCost, LayoutRecord]:
+    """The plan RoamLayout emits for one function, its cost, and the record of the decision.
+
+    ``baseline`` is ``mod`` planned by StaticPlanBlockMemory. Roam's plan is
+    chosen when it is no worse in storage bytes and simulated peak, and at
+    least ``min_saving`` bytes lower in one (or always, with ``never_worse=False``).
+    A function roam cannot analyse gets TVM's plan, with a warning.
+    """
+    name = gv.name_hint
+    record = LayoutRecord(function=name, alignment=alignment)
+    try:
+        new_func, plans, rg = plan_function(mod, gv, alignment, time_limit)
+        ours = plan_cost(new_func, _with(mod, gv, new_func))
+        theirs = plan_cost(baseline[gv], baseline)
+    except (ExtractError, GraphError, RuntimeError) as err:
+        warnings.warn(f"RoamLayout: function {name!r} left to StaticPlanBlockMemory: {err}")
+        record.status = f"fallback: {err}"
+        return baseline[gv], _safe_cost(baseline[gv], baseline), record
+    offsets = {t: off for p in plans for t, off in p.offsets.items()}
+    g = rg.graph
+    record.update(arena_bytes=sum(p.arena_bytes for p in plans),
+                  lower_bound_bytes=sum(p.lower_bound_bytes for p in plans),
+                  planned_tensors=len(offsets), seconds=sum(p.seconds for p in plans),
+                  method="+".join(p.method for p in plans), peak_bytes=ours.peak_bytes,
+                  static_plan_peak_bytes=theirs.peak_bytes, offsets=offsets,
+                  lifetimes={t: life for p in plans for t, life in p.lifetimes.items()},
+                  sizes={t: g.tensors[t].size for t in offsets}, names={t: g.tensors[t].name for t in offsets})
+    if never_worse and not ours.saves_over(theirs, min_saving):
+        record.status = (f"static-plan kept (roam {ours.storage_bytes} B storage / {ours.peak_bytes} B peak, "
+                         f"StaticPlanBlockMemory {theirs.storage_bytes} / {theirs.peak_bytes})")
+        return baseline[gv], theirs, record
+    record.status = "roam"
+    return new_func, ours, record
+
+
+def _safe_cost(func: relax.Function, mod: tvm.IRModule) -> PlanCost | None:
+    try:
+        return plan_cost(func, mod)
+    except (ExtractError, GraphError):
+        return None
 
 
 @tvm.transform.module_pass(opt_level=0, name="RoamLayout")
@@ -160,41 +205,14 @@ class RoamLayout:
 
     def transform_module(self, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
         alignment = self.alignment or default_alignment()
-        baseline = _tvm_static_plan()(mod)
+        baseline = tvm_static_plan()(mod)
         out = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
         for gv, func in mod.functions.items():
             if isinstance(func, relax.Function):
-                out[gv] = self._plan_one(mod, baseline, gv, alignment)
+                out[gv], _cost, record = choose_plan(mod, baseline, gv, alignment, self.time_limit,
+                                                     self.never_worse, self.min_saving)
+                record_layout(record)
             elif gv in baseline.functions:
                 out[gv] = baseline[gv]
         return out
 
-    def _plan_one(self, mod, baseline, gv, alignment) -> relax.Function:
-        name = gv.name_hint
-        record = LayoutRecord(function=name, alignment=alignment)
-        try:
-            new_func, plans, rg = plan_function(mod, gv, alignment, self.time_limit)
-            ours = plan_cost(new_func, _with(mod, gv, new_func))
-            theirs = plan_cost(baseline[gv], baseline)
-        except (ExtractError, GraphError, RuntimeError) as err:
-            warnings.warn(f"RoamLayout: function {name!r} left to StaticPlanBlockMemory: {err}")
-            record.status = f"fallback: {err}"
-            record_layout(record)
-            return baseline[gv]
-        offsets = {t: off for p in plans for t, off in p.offsets.items()}
-        lifetimes = {t: life for p in plans for t, life in p.lifetimes.items()}
-        g = rg.graph
-        record.update(arena_bytes=sum(p.arena_bytes for p in plans),
-                      lower_bound_bytes=sum(p.lower_bound_bytes for p in plans),
-                      planned_tensors=len(offsets), seconds=sum(p.seconds for p in plans),
-                      method="+".join(p.method for p in plans), peak_bytes=ours.peak_bytes,
-                      static_plan_peak_bytes=theirs.peak_bytes, offsets=offsets, lifetimes=lifetimes,
-                      sizes={t: g.tensors[t].size for t in offsets}, names={t: g.tensors[t].name for t in offsets})
-        if self.never_worse and not ours.saves_over(theirs, self.min_saving):
-            record.status = (f"static-plan kept (roam {ours.storage_bytes} B storage / {ours.peak_bytes} B peak, "
-                             f"StaticPlanBlockMemory {theirs.storage_bytes} / {theirs.peak_bytes})")
-            record_layout(record)
-            return baseline[gv]
-        record.status = "roam"
-        record_layout(record)
-        return new_func

@@ -9,7 +9,12 @@ lowered module where ``StaticPlanBlockMemory`` would run. For each function:
    segments, subgraph tree, MIP per piece, weight-update scheduling);
 3. check it: a permutation that respects every dependency, and a simulated peak
    no higher than the input order's (otherwise the function is left as it was);
-4. rewrite: emit the bindings of each block in the new order.
+4. rewrite: emit the bindings of each block in the new order;
+5. on a lowered function (where memory planning runs), plan memory for the
+   input order and for the new order as ``RoamLayout`` (default options) would,
+   and keep the new order only if its plan is no worse in storage bytes and
+   simulated peak and better in one. So ``Sequential([RoamOrder(), RoamLayout()])``
+   is never worse than ``StaticPlanBlockMemory`` on the module as given.
 
 Bindings never move across blocks. The decision is recorded
 (``roam_tvm.passes.latest_order``) for reports and for ``RoamLayout``.
@@ -25,6 +30,7 @@ from tvm import relax
 from ..graph import GraphError
 from .extract import ExtractError, RelaxGraph, extract_graph
 from .records import OrderRecord, record_order
+from .roam_layout import choose_plan, default_alignment, tvm_static_plan
 
 
 def reorder_function(rg: RelaxGraph, order: list[int]) -> relax.Function:
@@ -109,6 +115,23 @@ class RoamOrder:
                           summary=result.summary() if hasattr(result, "summary") else "", order=order)
         return order, rec
 
+    @staticmethod
+    def _worse_for_layout(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, new_func: relax.Function) -> str | None:
+        """Why memory planned on ``new_func`` is not better than on the input order (``None``: it is)."""
+        alignment = default_alignment()
+        reordered = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+        reordered[gv] = new_func
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _f, before, _r = choose_plan(mod, tvm_static_plan()(mod), gv, alignment, 10.0)
+            _f, after, _r = choose_plan(reordered, tvm_static_plan()(reordered), gv, alignment, 10.0)
+        if before is None or after is None:
+            return "its memory plan could not be simulated"
+        if after.no_worse_than(before) and after != before:
+            return None
+        return (f"memory planned on the new order ({after.storage_bytes} B storage, {after.peak_bytes} B peak) "
+                f"is not better than on the input order ({before.storage_bytes} B, {before.peak_bytes} B)")
+
     def transform_module(self, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
         updates = {}
         for gv, func in mod.functions.items():
@@ -120,7 +143,13 @@ class RoamOrder:
                 rg = extract_graph(func, mod, gv.name_hint)
                 order, rec = self.plan(rg)
                 if order != list(range(len(rg.graph.ops))):
-                    updates[gv] = reorder_function(rg, order)
+                    new_func = reorder_function(rg, order)
+                    worse = self._worse_for_layout(mod, gv, new_func) if rg.alloc_binding else None
+                    if worse:
+                        rec.status = f"kept input order: {worse}"
+                        warnings.warn(f"RoamOrder: function {gv.name_hint!r} kept in its input order: {worse}")
+                    else:
+                        updates[gv] = new_func
             except (ExtractError, GraphError) as err:
                 warnings.warn(f"RoamOrder: function {gv.name_hint!r} left in program order: {err}")
                 rec = OrderRecord(function=gv.name_hint, status=f"skipped: {err}")
