@@ -77,8 +77,20 @@ def check_out_file(path: str, flag: str) -> None:
         raise ArgumentCheckError(f"{flag} {path!r}: no permission to write in {folder!r}")
 
 
-def _check_paths(args) -> None:
-    """Output paths are checked before the import (minutes on big models), so nothing is lost or half-written."""
+def _is_factory(model: str) -> bool:
+    return ":" in model and model.rsplit(":", 1)[0].endswith(".py")
+
+
+def _check_args(args) -> None:
+    """Checks before the import (minutes on big models), so nothing is lost or half-written."""
+    model = getattr(args, "model", None) or ""
+    if _is_factory(model):
+        if not os.path.isfile(model.rsplit(":", 1)[0]):
+            raise ArgumentCheckError(f"--model {model!r}: the file {model.rsplit(':', 1)[0]!r} does not exist")
+        given = [f"--{k}" for k in ("batch", "seq", "image", "small") if getattr(args, k, None)]
+        if given:
+            raise ArgumentCheckError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to a factory model: its example tensors "
+                                     "set the sizes (use the factory's dynamic_shapes for a range)")
     if getattr(args, "out", None) is not None:
         check_out_dir(args.out)
     if getattr(args, "json", None) is not None:
@@ -119,9 +131,8 @@ def optimizer_from_config(cfg):
 def load_step(args):
     """Zoo spec or user factory -> (TrainingStep, spec)."""
     from . import zoo
-    from .frontend import from_torch
 
-    if ":" in args.model and args.model.split(":")[0].endswith(".py"):
+    if _is_factory(args.model):
         spec = zoo.load_factory(args.model)
     else:
         meta = (zoo.MODELS[args.model].needs_meta_for_default and not args.small) if args.model in zoo.MODELS else False
@@ -135,6 +146,9 @@ def load_step(args):
         spec.optimizer = cfg
     if args.loss:
         spec.loss = args.loss
+        spec.config["loss"] = args.loss
+    from .frontend import from_torch  # TVM loads only once the model is known to be sound
+
     bounds = spec.config.get("dynamic_bounds")
     if bounds:  # say it even when quiet: the plan holds for these sizes and below
         _log("dynamic dims planned at their upper bounds: " + ", ".join(f"{k}={v}" for k, v in bounds.items()))
@@ -235,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # argparse printed usage and the message (exit 2) or --help (exit 0)
         return e.code if isinstance(e.code, int) else EXIT_BAD_INPUT
     try:
-        _check_paths(args)
+        _check_args(args)
         return args.func(args)
     except KeyboardInterrupt:
         return 130

@@ -96,6 +96,8 @@ def _run(argv, capsys):
     (["compare", "--model", "mlp", "--batch", "0"], ["--batch", "positive integer"]),
     (["compare", "--model", "mlp", "--batch", "two"], ["--batch", "'two'"]),
     (["plan", "--model", "mlp", "--seq", "-3"], ["--seq", "positive integer"]),
+    (["compare", "--model", "/nonexistent/m.py:f"], ["m.py", "does not exist"]),
+    (["compare", "--model", "roam_tvm/cli.py:main", "--batch", "4"], ["--batch does not apply", "factory"]),
 ])
 def test_bad_arguments_fail_fast_without_importing(argv, words):
     code = ("import sys, time; t = time.perf_counter(); from roam_tvm.cli import main; rc = main(sys.argv[1:]); "

@@ -26,7 +26,7 @@ class LossShapeError(UnsupportedError):
 
 
 def _shape(t) -> tuple:
-    return tuple(int(d) for d in t.shape)
+    return tuple(t.shape)  # no int(): a symbolic (dynamic) dim must stay symbolic under torch.export
 
 
 def class_dim(out_shape: Sequence[int], target_shape: Sequence[int], class_indices: bool) -> int:
