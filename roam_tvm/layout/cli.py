@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 import time
 
 from .csv_io import read_csv, write_csv
 from .fixed import check_fixed, solve_with_fixed
-from .problem import LayoutError
+from .problem import LayoutError, Problem
 from .solver import METHODS
 from .validate import validate
 
@@ -24,6 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--method", choices=METHODS, default="auto")
     p.add_argument("--output", "-o", default=None, help="write the CSV with an offset column here")
     p.add_argument("--progress", action="store_true", help="print progress of the stages")
+    p.add_argument("--ignore-offsets", action="store_true",
+                   help="solve afresh, ignoring the file's offset column (e.g. to re-solve a solved CSV)")
     return p
 
 
@@ -45,6 +48,8 @@ def layout_main(argv: list[str] | None = None) -> int:
     lines: dict[str, int] = {}
     try:
         prob = read_csv(args.file, capacity=args.capacity, alignment=args.alignment, lines=lines)
+        if args.ignore_offsets:
+            prob = Problem([replace(b, offset=None) for b in prob.buffers], prob.capacity, prob.alignment)
         check_fixed(prob, lines, args.file)
     except LayoutError as e:
         print(f"error: {e}", file=sys.stderr)
