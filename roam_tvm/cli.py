@@ -40,9 +40,9 @@ def _positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
     if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
+        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text}")
     return value
 
 
@@ -89,8 +89,9 @@ def _check_args(args) -> None:
             raise ArgumentCheckError(f"--model {model!r}: the file {model.rsplit(':', 1)[0]!r} does not exist")
         given = [f"--{k}" for k in ("batch", "seq", "image", "small") if getattr(args, k, None)]
         if given:
-            raise ArgumentCheckError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to a factory model: its example tensors "
-                                     "set the sizes (use the factory's dynamic_shapes for a range)")
+            verb = "does" if len(given) == 1 else "do"
+            raise ArgumentCheckError(f"{', '.join(given)} {verb} not apply to a factory model: its example "
+                                     "tensors set the sizes (use the factory's dynamic_shapes for a range)")
     if getattr(args, "out", None) is not None:
         check_out_dir(args.out)
     if getattr(args, "json", None) is not None:

@@ -13,7 +13,8 @@ from roam_tvm.layout.fixed import check_fixed, fixed_conflicts, solve_with_fixed
 def _brute_conflicts(p: Problem) -> set:
     fx = [b for b in p.buffers if b.offset is not None and b.size > 0 and b.upper > b.lower]
     return {frozenset((a.id, b.id)) for a, b in itertools.combinations(fx, 2)
-            if a.lower < b.upper and b.lower < a.upper and a.offset < b.offset + b.size and b.offset < a.offset + a.size}
+            if a.lower < b.upper and b.lower < a.upper
+            and a.offset < b.offset + b.size and b.offset < a.offset + a.size}
 
 
 def _random_problem(rng: random.Random, n: int) -> Problem:
