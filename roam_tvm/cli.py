@@ -9,31 +9,113 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
+from .report.names import ALL_PLANNERS
+
 EXIT_BAD_INPUT = 2
+
+
+class ArgumentCheckError(ValueError):
+    """A command-line value that is wrong before any work starts (a path, mostly)."""
 
 
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text}")
+    return value
+
+
+def _nearest_existing(path: str) -> str:
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    return path
+
+
+def check_out_dir(path: str) -> None:
+    """Raise ArgumentCheckError unless ``path`` is (or can be made) a writable folder."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ArgumentCheckError(f"--out {path!r} is an existing file; give a folder (it is created if missing)")
+    base = _nearest_existing(path)
+    if not os.path.isdir(base):
+        raise ArgumentCheckError(f"--out {path!r} lies inside {base!r}, which is a file, not a folder")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise ArgumentCheckError(f"--out {path!r}: no permission to write in {base!r}")
+
+
+def check_out_file(path: str, flag: str) -> None:
+    """Raise ArgumentCheckError unless ``path`` can be written as a file (its folder exists)."""
+    if os.path.isdir(path):
+        raise ArgumentCheckError(f"{flag} {path!r} is a folder; give a file name")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        base = _nearest_existing(folder)
+        what = "is a file" if not os.path.isdir(base) else "does not exist"
+        raise ArgumentCheckError(f"{flag} {path!r}: the folder {folder!r} {what}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ArgumentCheckError(f"{flag} {path!r}: no permission to write in {folder!r}")
+
+
+def _is_factory(model: str) -> bool:
+    return ":" in model and model.rsplit(":", 1)[0].endswith(".py")
+
+
+def _check_args(args) -> None:
+    """Checks before the import (minutes on big models), so nothing is lost or half-written."""
+    model = getattr(args, "model", None) or ""
+    if _is_factory(model):
+        if not os.path.isfile(model.rsplit(":", 1)[0]):
+            raise ArgumentCheckError(f"--model {model!r}: the file {model.rsplit(':', 1)[0]!r} does not exist")
+        given = [f"--{k}" for k in ("batch", "seq", "image", "small") if getattr(args, k, None)]
+        if given:
+            verb = "does" if len(given) == 1 else "do"
+            raise ArgumentCheckError(f"{', '.join(given)} {verb} not apply to a factory model: its example "
+                                     "tensors set the sizes (use the factory's dynamic_shapes for a range)")
+    if getattr(args, "out", None) is not None:
+        check_out_dir(args.out)
+    if getattr(args, "json", None) is not None:
+        check_out_file(args.json, "--json")
+
+
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True,
                    help="a zoo model name (see `roam-tvm models`) or path/to/file.py:factory")
-    p.add_argument("--batch", type=int, default=None, help="batch size (default: the model's)")
-    p.add_argument("--seq", type=int, default=None, help="sequence length for text models")
-    p.add_argument("--image", type=int, default=None, help="image size for vision models")
+    p.add_argument("--batch", type=_positive_int, default=None, help="batch size (default: the model's)")
+    p.add_argument("--seq", type=_positive_int, default=None, help="sequence length for text models")
+    p.add_argument("--image", type=_positive_int, default=None, help="image size for vision models")
     p.add_argument("--optimizer", choices=["sgd", "momentum", "adam", "adamw"], default=None,
                    help="optimizer (default: the model's own, e.g. Adam for gpt2-xl-paper)")
-    p.add_argument("--lr", type=float, default=None, help="learning rate (default: the model's)")
-    p.add_argument("--loss", choices=["cross_entropy", "mse"], default=None)
+    p.add_argument("--lr", type=_positive_float, default=None, help="learning rate (default: the model's)")
+    p.add_argument("--loss", choices=["cross_entropy", "mse"], default=None,
+                   help="override the model's loss (cross_entropy: classes in dim 1, as F.cross_entropy; "
+                        "[B, T, V] logits with [B, T] targets: classes last)")
     p.add_argument("--small", action="store_true", help="the model's tiny test configuration")
     p.add_argument("--target", default="cuda", choices=["cuda", "llvm"],
                    help="target whose lowering is planned (default cuda; nothing is executed)")
-    p.add_argument("--time-limit", type=float, default=10.0, help="solver seconds per piece")
+    p.add_argument("--time-limit", type=_positive_float, default=10.0, help="solver seconds per piece (> 0)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument("--debug", action="store_true", help="show the full traceback of an error")
 
 
 def optimizer_from_config(cfg):
@@ -50,9 +132,8 @@ def optimizer_from_config(cfg):
 def load_step(args):
     """Zoo spec or user factory -> (TrainingStep, spec)."""
     from . import zoo
-    from .frontend import from_torch
 
-    if ":" in args.model and args.model.split(":")[0].endswith(".py"):
+    if _is_factory(args.model):
         spec = zoo.load_factory(args.model)
     else:
         meta = (zoo.MODELS[args.model].needs_meta_for_default and not args.small) if args.model in zoo.MODELS else False
@@ -66,6 +147,12 @@ def load_step(args):
         spec.optimizer = cfg
     if args.loss:
         spec.loss = args.loss
+        spec.config["loss"] = args.loss
+    from .frontend import from_torch  # TVM loads only once the model is known to be sound
+
+    bounds = spec.config.get("dynamic_bounds")
+    if bounds:  # say it even when quiet: the plan holds for these sizes and below
+        _log("dynamic dims planned at their upper bounds: " + ", ".join(f"{k}={v}" for k, v in bounds.items()))
     if not args.quiet:
         _log(f"importing {spec.name} {spec.config} ({cfg.kind}) ...")
     start = time.perf_counter()
@@ -77,7 +164,8 @@ def load_step(args):
 
 
 def cmd_compare(args) -> int:
-    from .report.compare import ALL_PLANNERS, compare_step, format_table
+    from .report.compare import compare_step, format_table
+    from .zoo.spec import loss_name
 
     planners = args.planners or list(ALL_PLANNERS)
     start = time.perf_counter()
@@ -94,7 +182,7 @@ def cmd_compare(args) -> int:
                           layout_options={"time_limit": args.time_limit},
                           progress=not args.quiet, log=None if args.quiet else _log)
     report = {"model": spec.name, "config": {**spec.config, "optimizer": spec.optimizer.kind,
-                                             "loss": spec.loss, "target": args.target},
+                                             "loss": loss_name(spec.loss), "target": args.target},
               **report, "import_seconds": import_seconds,
               "command": "roam-tvm " + " ".join(sys.argv[1:])}
     print(f"{spec.name} {spec.config}: {report['ops']} ops in train_step, "
@@ -137,8 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("compare", help="peak memory of one training step under each planner")
     _add_model_args(c)
-    c.add_argument("--planners", nargs="+", default=None,
-                   help="subset of: tvm-default pytorch roam-order-only roam-layout-only roam")
+    c.add_argument("--planners", nargs="+", default=None, choices=ALL_PLANNERS, metavar="PLANNER",
+                   help="subset of: " + " ".join(ALL_PLANNERS))
     c.add_argument("--json", default=None, help="write the report as JSON here")
     c.add_argument("--no-cut", action="store_true", help="skip the cut lower bound")
     c.set_defaults(func=cmd_compare)
@@ -157,25 +245,35 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "layout":
         return cmd_layout(argv[1:])
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # argparse printed usage and the message (exit 2) or --help (exit 0)
+        return e.code if isinstance(e.code, int) else EXIT_BAD_INPUT
+    try:
+        _check_args(args)
         return args.func(args)
     except KeyboardInterrupt:
         return 130
     except Exception as err:  # noqa: BLE001 - turn known bad input into one clear line
         if _is_user_error(err):
+            if getattr(args, "debug", False):
+                import traceback
+
+                traceback.print_exc()
             print(f"roam-tvm: error: {err}", file=sys.stderr)
             return EXIT_BAD_INPUT
         raise
 
 
 def _is_user_error(err: Exception) -> bool:
-    from .frontend import FrontendError
-    from .graph import GraphError
-    from .passes import ExtractError
-    from .zoo import ZooError
-
-    return isinstance(err, (FrontendError, ZooError, ExtractError, GraphError, FileNotFoundError))
+    """Bad input (exit 2, one line) as opposed to a bug of ours (a traceback)."""
+    if isinstance(err, (ArgumentCheckError, FileNotFoundError)):
+        return True
+    mods = sys.modules  # an error class whose module never loaded cannot have been raised
+    kinds = [(".frontend.errors", "FrontendError"), (".zoo.spec", "ZooError"), (".passes.extract", "ExtractError"),
+             (".graph.model", "GraphError")]
+    classes = tuple(getattr(mods[__package__ + m], n) for m, n in kinds if __package__ + m in mods)
+    return isinstance(err, classes)
 
 
 if __name__ == "__main__":

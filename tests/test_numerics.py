@@ -91,6 +91,8 @@ def _loss(kind, out, *targets):
         out = out.last_hidden_state
     elif isinstance(out, (tuple, list)):
         out = out[0]
+    if callable(kind):  # a reference loss written in the test itself
+        return kind(out, *targets)
     if kind == "mse":
         return sum(torch.nn.functional.mse_loss(out, t) for t in targets)
     logits = out.reshape(-1, out.shape[-1]) if out.dim() > 2 else out

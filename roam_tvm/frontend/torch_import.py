@@ -18,6 +18,7 @@ import tvm
 from tvm import relax
 
 from .errors import FrontendError, ImportError_, TraceError, UnsupportedError
+from .losses import make_loss_fn
 from .optim import SGD, Optimizer, as_optimizer
 from .step import BNSpec, TrainingStep, _Progress, _attrs_dict, build_train_step
 
@@ -48,30 +49,7 @@ def _first_output(out):
 
 
 def _make_loss_fn(loss):
-    torch = _torch()
-    F = torch.nn.functional
-    if callable(loss):
-        return loss
-    # conventions shared with roam_tvm.zoo: several targets -> losses summed
-    if loss == "cross_entropy":
-        def ce(out, *targets):
-            logits = out.reshape(-1, out.shape[-1]) if out.dim() > 2 else out
-            total = None
-            for t in targets:
-                term = F.cross_entropy(logits, t.reshape(-1) if out.dim() > 2 else t)
-                total = term if total is None else total + term
-            return total
-        return ce
-    if loss == "mse":
-        def mse(out, *targets):
-            total = None
-            for t in targets:
-                term = F.mse_loss(out, t)
-                total = term if total is None else total + term
-            return total
-        return mse
-    raise UnsupportedError(f"unknown loss {loss!r}: use 'cross_entropy', 'mse' or a callable "
-                           "loss(output, *targets) -> scalar tensor")
+    return make_loss_fn(loss)  # PyTorch's conventions live in .losses
 
 
 def _wrapper(model, n_inputs, loss_fn):
@@ -193,8 +171,9 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: 
     """Import ``model`` with ``loss`` and ``optimizer`` into a one-function training step.
 
     ``example_inputs`` / ``targets``: tuples of tensors (a single tensor is accepted).
-    ``loss``: ``"cross_entropy"`` (outputs of rank > 2 are flattened to (N, C)), ``"mse"``,
-    or a callable ``loss(output, *targets)``. ``optimizer``: ``SGD``/``Adam``/``AdamW``.
+    ``loss``: ``"cross_entropy"`` (classes in dim 1 as ``F.cross_entropy``; ``[B, T, V]`` logits
+    with ``[B, T]`` targets: classes last; see ``.losses``), ``"mse"``, or a callable
+    ``loss(output, *targets)``. ``optimizer``: ``SGD``/``Adam``/``AdamW``.
     ``keep_params``: keep the model's parameter values for ``initial_values()``.
     Models on the ``meta`` device (or fake tensors) import from shapes only.
     ``dynamic_shapes``: optional, one ``torch.export`` spec per input then per target

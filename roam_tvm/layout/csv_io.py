@@ -2,7 +2,9 @@
 
 The header line names the columns (any order, extra whitespace tolerated; an
 ``alignment`` column is accepted too). Bad input raises :class:`LayoutError`
-naming the file and line.
+naming the file and line. Lifespans ``[lower, upper)`` must be non-empty
+(``upper > lower``), as in minimalloc. A filled ``offset`` cell fixes that
+buffer's offset (see :mod:`.fixed`).
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ REQUIRED = ("id", "lower", "upper", "size")
 OPTIONAL = ("offset", "alignment")
 
 
-def _parse(text_lines, name: str, capacity, alignment) -> Problem:
+def _parse(text_lines, name: str, capacity, alignment, lines: dict | None = None) -> Problem:
     header = None
     buffers: list[Buffer] = []
     for lineno, raw in enumerate(text_lines, 1):
@@ -61,13 +63,18 @@ def _parse(text_lines, name: str, capacity, alignment) -> Problem:
         b = Buffer(row["id"], vals["lower"], vals["upper"], vals["size"], vals.get("offset"),
                    vals.get("alignment", 1))
         if b.size < 0:
-            raise LayoutError(f"{name}:{lineno}: negative size {b.size}")
-        if b.upper < b.lower:
-            raise LayoutError(f"{name}:{lineno}: upper {b.upper} < lower {b.lower}")
+            raise LayoutError(f"{name}:{lineno}: buffer {b.id!r} has a negative size {b.size}")
+        if b.upper <= b.lower:
+            raise LayoutError(f"{name}:{lineno}: buffer {b.id!r} has upper {b.upper} <= lower {b.lower}; "
+                              "a lifespan [lower, upper) must be non-empty")
         if b.offset is not None and b.offset < 0:
             raise LayoutError(f"{name}:{lineno}: negative offset {b.offset}")
         if b.alignment < 1:
             raise LayoutError(f"{name}:{lineno}: alignment must be >= 1")
+        if lines is not None:
+            if b.id in lines:
+                raise LayoutError(f"{name}:{lineno}: duplicate buffer id {b.id!r} (first on line {lines[b.id]})")
+            lines[b.id] = lineno
         buffers.append(b)
     if header is None:
         raise LayoutError(f"{name}: empty file (expected a header id,lower,upper,size)")
@@ -77,22 +84,25 @@ def _parse(text_lines, name: str, capacity, alignment) -> Problem:
         raise LayoutError(f"{name}: {e}") from None
 
 
-def read_csv(path_or_file, capacity: int | None = None, alignment: int = 1) -> Problem:
-    """Read a problem. Offsets present in the file are kept on the buffers."""
+def read_csv(path_or_file, capacity: int | None = None, alignment: int = 1, lines: dict | None = None) -> Problem:
+    """Read a problem. Offsets present in the file are kept on the buffers.
+
+    ``lines``: a dict to fill with each buffer's line number (for messages about rows).
+    """
     if isinstance(path_or_file, (str, os.PathLike)):
         name = os.fspath(path_or_file)
         try:
             with open(name, newline="") as f:
-                return _parse(f, name, capacity, alignment)
+                return _parse(f, name, capacity, alignment, lines)
         except OSError as e:
             raise LayoutError(f"cannot read {name}: {e.strerror or e}") from None
         except UnicodeDecodeError:
             raise LayoutError(f"{name}: not a text CSV file") from None
-    return _parse(path_or_file, getattr(path_or_file, "name", "<stream>"), capacity, alignment)
+    return _parse(path_or_file, getattr(path_or_file, "name", "<stream>"), capacity, alignment, lines)
 
 
-def read_csv_string(text: str, capacity: int | None = None, alignment: int = 1) -> Problem:
-    return _parse(io.StringIO(text), "<string>", capacity, alignment)
+def read_csv_string(text: str, capacity: int | None = None, alignment: int = 1, lines: dict | None = None) -> Problem:
+    return _parse(io.StringIO(text), "<string>", capacity, alignment, lines)
 
 
 def solution_from_problem(problem: Problem) -> Solution:

@@ -16,9 +16,8 @@ from typing import Callable, Sequence
 import tvm
 from tvm import relax
 
+from .names import ALL_PLANNERS
 from .simulate import PLANNERS, lower_bounds, param_kinds_attr, run_planner, schedule_for
-
-ALL_PLANNERS = ("tvm-default", "pytorch", "roam-order-only", "roam-layout-only", "roam")
 _KIND_OF = {"input": "input", "target": "input", "hyper": "input", "param": "param", "state": "state"}
 
 

@@ -146,7 +146,8 @@ def write_plan(ts, out_dir: str, target="cuda", time_limit: float = 10.0, progre
     from .plots import byte_unit, human_bytes as hb, plot_timeline, save
 
     func = func or ts.func_name
-    os.makedirs(out_dir, exist_ok=True)
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise PlanError(f"{out_dir!r} is a file, not a folder; choose another output folder")
     target_name = str(target)
     bar = tqdm(["schedule", "roam", "tvm-default"], desc="plan", disable=not progress,
                file=sys.stderr, leave=False)
@@ -223,6 +224,7 @@ def write_plan(ts, out_dir: str, target="cuda", time_limit: float = 10.0, progre
         "note": "steps are op indices of the lowered function in roam's order (first/last inclusive); "
                 "plan.csv uses minimalloc's half-open [lower, upper) and aligned sizes",
     }
+    os.makedirs(out_dir, exist_ok=True)  # only now: a failed plan leaves nothing behind
     paths = []
     p = os.path.join(out_dir, "plan.json")
     with open(p, "w") as f:

@@ -2,21 +2,15 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import os
-import sys
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 
-from .spec import LOSSES, ModelInfo, ModelSpec, OptimizerConfig
+from .factory import load_factory  # noqa: F401 - part of the registry's API
+from .spec import ModelInfo, ModelSpec, OptimizerConfig, ZooError
 
 # ----------------------------------------------------------------------------------------------------------
 # helpers
-
-
-class ZooError(ValueError):
-    """Unknown model, bad sizes, or a user factory that cannot be loaded."""
 
 
 def _check_positive(name: str, sizes: Dict[str, Any]):
@@ -259,73 +253,3 @@ def _fork_rng(seed: int):
 def meta_args(spec: ModelSpec) -> Tuple[torch.Tensor, ...]:
     """``spec.args`` as meta tensors (same shapes and dtypes)."""
     return tuple(a.to("meta") for a in spec.args)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# user models
-
-
-def load_factory(ref: str, loss: Optional[str] = None, optimizer: Optional[OptimizerConfig] = None,
-                 name: Optional[str] = None) -> ModelSpec:
-    """Load ``"path/to/file.py:factory"``. ``factory()`` returns ``(model, example_inputs, targets)`` (tensors or
-    tuples of tensors), optionally with a 4th element naming the loss (``cross_entropy`` / ``mse``) or a dict
-    with keys ``model, example_inputs, targets`` and optional ``loss, optimizer``.
-
-    Without an explicit loss, integer targets mean ``cross_entropy`` and floating targets ``mse``.
-    """
-    if not isinstance(ref, str) or ":" not in ref:
-        raise ZooError(f"expected 'path/to/file.py:factory', got {ref!r}")
-    path, func_name = ref.rsplit(":", 1)
-    if not path or not func_name:
-        raise ZooError(f"expected 'path/to/file.py:factory', got {ref!r}")
-    if not os.path.isfile(path):
-        raise ZooError(f"model file {path!r} not found")
-    mod_name = "roam_tvm_user_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
-    spec_ = importlib.util.spec_from_file_location(mod_name, path)
-    if spec_ is None or spec_.loader is None:
-        raise ZooError(f"cannot import {path!r} as a Python module")
-    module = importlib.util.module_from_spec(spec_)
-    sys.modules[mod_name] = module
-    try:
-        spec_.loader.exec_module(module)
-    except Exception as exc:
-        raise ZooError(f"importing {path!r} failed: {type(exc).__name__}: {exc}") from exc
-    factory: Callable = getattr(module, func_name, None)
-    if factory is None or not callable(factory):
-        funcs = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_"))
-        raise ZooError(f"{path!r} has no callable {func_name!r}; callables there: {', '.join(funcs) or 'none'}")
-    result = factory()
-    opt = optimizer
-    if isinstance(result, dict):
-        try:
-            model, inputs, targets = result["model"], result["example_inputs"], result["targets"]
-        except KeyError as exc:
-            raise ZooError(f"{ref}: the factory's dict lacks {exc}") from exc
-        loss = loss or result.get("loss")
-        opt = opt or result.get("optimizer")
-    elif isinstance(result, (tuple, list)) and len(result) in (3, 4):
-        model, inputs, targets = result[:3]
-        if len(result) == 4:
-            loss = loss or result[3]
-    else:
-        raise ZooError(f"{ref}: factory() must return (model, example_inputs, targets[, loss]), "
-                       f"got {type(result).__name__}")
-    if not isinstance(model, torch.nn.Module):
-        raise ZooError(f"{ref}: the model must be a torch.nn.Module, got {type(model).__name__}")
-    inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
-    targets = (targets,) if isinstance(targets, torch.Tensor) else tuple(targets)
-    if not targets:
-        raise ZooError(f"{ref}: at least one target tensor is needed")
-    if loss is None:
-        loss = "mse" if targets[0].is_floating_point() else "cross_entropy"
-    if loss not in LOSSES:
-        raise ZooError(f"{ref}: unknown loss {loss!r}; valid: {', '.join(LOSSES)}")
-    if isinstance(opt, dict):
-        opt = OptimizerConfig(**opt)
-    model.train()
-    meta = any(p.is_meta for p in model.parameters())
-    config = {"name": name or func_name, "factory": ref, "loss": loss,
-              "input_shapes": [list(t.shape) for t in inputs], "target_shapes": [list(t.shape) for t in targets]}
-    return ModelSpec(name=name or func_name, model=model, example_inputs=inputs, targets=targets, loss=loss,
-                     optimizer=opt or SGD, config=config, small=False, meta=meta,
-                     description=f"user model from {ref}")

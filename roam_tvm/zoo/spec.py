@@ -2,9 +2,12 @@
 
 Loss conventions (the frontend relies on them):
 
-* ``cross_entropy``: ``F.cross_entropy(logits.reshape(-1, C), targets.reshape(-1))`` (mean over all rows),
-  where ``C = logits.shape[-1]``.
+* ``cross_entropy``: ``F.cross_entropy(output, target)``, classes in dimension 1 (``[B, C, ...]`` output
+  with ``[B, ...]`` class indices or ``[B, C, ...]`` probabilities); language-model logits ``[B, T, V]``
+  with ``[B, T]`` class indices put the classes last: ``F.cross_entropy(logits.reshape(-1, V),
+  targets.reshape(-1))``. A shape that fits both readings is refused.
 * ``mse``: ``F.mse_loss(output, target)`` (mean over all elements).
+* a callable ``loss(output, *targets) -> scalar tensor`` (user factories) is used as it is.
 
 With several targets the losses are summed (the built-in models always have one target).
 """
@@ -55,6 +58,10 @@ class OptimizerConfig:
         return d
 
 
+class ZooError(ValueError):
+    """Unknown model, bad sizes, or a user factory that cannot be loaded."""
+
+
 def torch_optimizer(config: OptimizerConfig, params, **extra) -> torch.optim.Optimizer:
     """The ``torch.optim`` optimizer equivalent to ``config`` (``extra`` is passed on, e.g. ``foreach``)."""
     params = list(params)
@@ -72,17 +79,43 @@ def torch_optimizer(config: OptimizerConfig, params, **extra) -> torch.optim.Opt
     raise ValueError(f"unknown optimizer kind {config.kind!r}")
 
 
-def compute_loss(kind: str, output: torch.Tensor, *targets: torch.Tensor) -> torch.Tensor:
+def check_loss(loss) -> None:
+    """Raise ``ValueError`` unless ``loss`` is a loss name of ``LOSSES`` or a callable."""
+    if not callable(loss) and loss not in LOSSES:
+        raise ValueError(f"unknown loss {loss!r}; valid: {', '.join(LOSSES)} or a callable "
+                         "loss(output, *targets) -> scalar tensor")
+
+
+def loss_name(loss) -> str:
+    """A JSON-able name: the loss name, or the callable's ``__qualname__``."""
+    return loss if isinstance(loss, str) else getattr(loss, "__qualname__", type(loss).__name__)
+
+
+def _cross_entropy(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    # the reference used by the PyTorch baseline; roam_tvm.frontend.losses implements it apart
+    if target.is_floating_point() or output.dim() <= 2:
+        return F.cross_entropy(output, target)
+    dim1 = tuple(target.shape) == tuple(output.shape[:1] + output.shape[2:])
+    last = tuple(target.shape) == tuple(output.shape[:-1])
+    if dim1 and last:
+        raise ValueError(f"cross_entropy is ambiguous for output {list(output.shape)} with targets "
+                         f"{list(target.shape)}; pass a loss callable")
+    if last:
+        return F.cross_entropy(output.reshape(-1, output.shape[-1]), target.reshape(-1))
+    return F.cross_entropy(output, target)
+
+
+def compute_loss(kind, output: torch.Tensor, *targets: torch.Tensor) -> torch.Tensor:
     """The scalar loss of ``output`` against ``targets`` under the zoo's loss conventions."""
-    if kind not in LOSSES:
-        raise ValueError(f"unknown loss {kind!r}; valid: {', '.join(LOSSES)}")
+    if callable(kind):
+        return kind(output, *targets)
+    check_loss(kind)
     if not targets:
         raise ValueError("compute_loss needs at least one target tensor")
     total = None
     for target in targets:
         if kind == "cross_entropy":
-            c = output.shape[-1]
-            term = F.cross_entropy(output.reshape(-1, c), target.reshape(-1))
+            term = _cross_entropy(output, target)
         else:
             term = F.mse_loss(output, target)
         total = term if total is None else total + term
@@ -95,10 +128,9 @@ class LossWrapper(nn.Module):
     The wrapped model is registered as ``self.model``, so parameter names get a ``model.`` prefix.
     """
 
-    def __init__(self, model: nn.Module, loss: str, num_inputs: int):
+    def __init__(self, model: nn.Module, loss, num_inputs: int):
         super().__init__()
-        if loss not in LOSSES:
-            raise ValueError(f"unknown loss {loss!r}; valid: {', '.join(LOSSES)}")
+        check_loss(loss)
         self.model = model
         self.loss = loss
         self.num_inputs = num_inputs
@@ -121,7 +153,7 @@ class ModelSpec:
     model: nn.Module
     example_inputs: Tuple[torch.Tensor, ...]
     targets: Tuple[torch.Tensor, ...]
-    loss: str = "cross_entropy"
+    loss: Any = "cross_entropy"  # a name of LOSSES or a callable loss(output, *targets)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     config: Dict[str, Any] = field(default_factory=dict)
     small: bool = False
@@ -129,8 +161,7 @@ class ModelSpec:
     description: str = ""
 
     def __post_init__(self):
-        if self.loss not in LOSSES:
-            raise ValueError(f"unknown loss {self.loss!r}; valid: {', '.join(LOSSES)}")
+        check_loss(self.loss)
         self.example_inputs = tuple(self.example_inputs)
         self.targets = tuple(self.targets)
 
