@@ -126,6 +126,7 @@ class _Extractor:
         self.const_tensors: dict = {}
         self.storages: set[int] = set()
         self.param_kinds = param_kinds or {}
+        self.side_effects = False  # set by a binding that must keep its place
 
     # ----------------------------------------------------------- tensors
     def _new_tensor(self, sinfo, name: str, kind: str = "intermediate", alias_of: int | None = None) -> int:
@@ -216,7 +217,8 @@ class _Extractor:
         if not isinstance(body, relax.SeqExpr):
             raise ExtractError(f"{self.name}: function body is not a sequence of bindings; run relax.transform.Normalize first")
         force_pure = bool((self.func.attrs or {}).get("relax.force_pure", False))
-        barrier: int | None = None  # last op of the previous block
+        barrier: int | None = None  # the latest op every later op must follow
+        since_barrier: list[int] = []  # ops after it
         for bi, block in enumerate(body.blocks):
             block_start = len(self.ops)
             bindings = list(block.bindings)
@@ -224,6 +226,7 @@ class _Extractor:
             last_impure: int | None = None
             for i, b in enumerate(bindings):
                 n_before = len(self.ops)
+                self.side_effects = False
                 self._visit_binding(bi, i, b, bindings)
                 for oid in range(n_before, len(self.ops)):
                     if barrier is not None:
@@ -232,11 +235,21 @@ class _Extractor:
                         if last_impure is not None:
                             self.ops[oid].after.append(last_impure)
                         last_impure = oid
+                if self.side_effects and len(self.ops) > n_before:
+                    # An extern, a call of a Relax function or an If may read or write
+                    # anything it was given, and act on the world: it stays between
+                    # everything before it and everything after it.
+                    last = len(self.ops) - 1
+                    self.ops[last].after.extend(since_barrier)
+                    barrier, since_barrier = last, []
+                else:
+                    since_barrier.extend(range(n_before, len(self.ops)))
             if len(body.blocks) > 1 and len(self.ops) > block_start:
                 # Blocks are barriers: the block's last op runs after all of it,
                 # and the next block's ops run after that op.
                 barrier = len(self.ops) - 1
-                self.ops[barrier].after.extend(range(block_start, barrier))
+                self.ops[barrier].after.extend(x for x in since_barrier if x != barrier)
+                since_barrier = []
         for t, where in self.pending_alloc.items():  # allocated but never used
             self._add_op("alloc_unused", [], [], "compute", [where])
             self.tensors[t].kind = "intermediate"
@@ -276,6 +289,7 @@ class _Extractor:
             self._visit_opaque(where, var, value, extern_name(value))
         else:  # a PrimFunc or an extern, destination passing
             args = [t for a in value.args for t in self._leaves(a, at)]
+            self.side_effects = kind == "extern"
             returns_tensor = bool(flatten(self._fresh_shape_probe(var.ty)))
             if kind == "extern" and returns_tensor:
                 # An extern that returns tensors may return a view of any argument.
@@ -294,6 +308,7 @@ class _Extractor:
         if isinstance(expr, relax.Call):
             inputs += [t for a in expr.args for t in self._leaves(a, f"binding {var.name}")]
         self._escape(inputs, f"used by {label} at binding {var.name}")
+        self.side_effects = True
         outs = self._fresh_value(var.name, var.ty)
         self.var_values[var] = outs
         # Its results are allocated inside the callee or branch, not by this function.
