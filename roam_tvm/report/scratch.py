@@ -1,0 +1,158 @@
+"""Kernel scratch: the global-scope memory a kernel asks for while it runs.
+
+A TIR kernel whose intermediate buffers stay in global scope after scheduling
+gets them at run time from ``TVMBackendAllocWorkspace`` (on llvm, and on GPUs for
+buffers hoisted out of device kernels). No Relax memory plan sees them, yet they
+are live, on top of the plan, while the kernel runs. This module finds them the
+way the build does: each PrimFunc is lowered with the target's TIR pipeline and
+host finalisation, and every ``TVMBackendAllocWorkspace`` call left in the host
+code is one request.
+
+Counting rules (upper bounds, so a peak that includes them is not low):
+
+* a request's bytes are rounded up to whole 4 KiB pages, as TVM's workspace pool
+  does;
+* all requests of one kernel count as live together;
+* a request inside a ``parallel`` loop is made once per thread of the CPU thread
+  pool (``threads``);
+* small constant buffers that lowering puts on the stack are not requests, and
+  are not counted.
+
+``op_scratch`` maps a planned graph's ops to their kernels' scratch, so that the
+peak simulator can add each kernel's scratch to its op's live set
+(``Graph.Op.workspace``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import tvm
+import tvm_ffi
+from tvm import relax, tirx
+
+__all__ = ["KernelScratch", "PAGE_BYTES", "kernel_scratch", "op_scratch", "runtime_threads"]
+
+#: TVM's workspace pool hands out whole pages of this size.
+PAGE_BYTES = 4096
+_ALLOC = "tirx.TVMBackendAllocWorkspace"
+
+
+@dataclass
+class KernelScratch:
+    """The workspace requests of one kernel (bytes as the pool allocates them)."""
+
+    name: str
+    #: (page-rounded bytes, made once per thread?) per request
+    requests: list[tuple[int, bool]] = field(default_factory=list)
+
+    def bytes(self, threads: int = 1) -> int:
+        """Bytes live while the kernel runs, with ``threads`` CPU threads."""
+        return sum(b * (threads if per_thread else 1) for b, per_thread in self.requests)
+
+
+def runtime_threads() -> int:
+    """The size of TVM's CPU thread pool in this process (what the runtime would use)."""
+    return int(tvm.get_global_func("runtime.NumThreads")())
+
+
+def _pages(nbytes: int) -> int:
+    return max(1, -(-nbytes // PAGE_BYTES)) * PAGE_BYTES
+
+
+def _lower_to_host(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+    """The host code the build would generate for the PrimFuncs of ``mod``."""
+    from tvm.tirx.build import split_host_device_mods  # pylint: disable=import-outside-toplevel
+
+    # Named by their GlobalVar, as Relax calls them (the build attaches the same symbols).
+    prims = {gv: f.with_attr("global_symbol", gv.name_hint)
+             for gv, f in mod.functions.items() if isinstance(f, tirx.PrimFunc)}
+    tir_mod = tvm.IRModule(prims)
+    host = target.host or (target if target.kind.name in ("llvm", "c") else tvm.target.Target("llvm"))
+    tir_mod = tirx.transform.BindTarget(target.with_host(host))(tir_mod)
+    lower, finalize_host, _ = tvm.tirx.get_tir_pipeline("default")
+    host_mod, _ = split_host_device_mods(lower(tir_mod))
+    return finalize_host()(host_mod)
+
+
+class _RequestCollector:
+    """The workspace requests of one host function, marking those in parallel loops."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.requests: list[tuple[int, bool]] = []
+        self._parallel_calls: set = set()
+
+    def collect(self, func: tirx.PrimFunc) -> list[tuple[int, bool]]:
+        tvm_ffi.structural_walk(func.body, [(tirx.For, self._mark_parallel)])
+        tvm_ffi.structural_walk(func.body, [(tvm.ir.Call, self._visit)])
+        return self.requests
+
+    def _mark_parallel(self, node) -> None:
+        if node.kind == tirx.ForKind.PARALLEL:
+            def inner(call):
+                if self._is_alloc(call):
+                    self._parallel_calls.add(call)
+            tvm_ffi.structural_walk(node.body, [(tvm.ir.Call, inner)])
+
+    @staticmethod
+    def _is_alloc(node) -> bool:
+        return isinstance(node, tvm.ir.Call) and isinstance(node.op, tvm.ir.Op) and node.op.name == _ALLOC
+
+    def _visit(self, node) -> None:
+        if not self._is_alloc(node):
+            return
+        nbytes = tvm.sym.Analyzer().simplify(node.args[2])
+        if not isinstance(nbytes, tirx.IntImm):
+            raise ValueError(
+                f"kernel {self.where}: workspace of {nbytes} bytes depends on a run-time value; "
+                "give the function's symbolic dimensions upper bounds (tirx_var_upper_bound) or use static shapes")
+        self.requests.append((_pages(int(nbytes)), node in self._parallel_calls))
+
+
+def kernel_scratch(mod: tvm.IRModule, target) -> dict[str, KernelScratch]:
+    """Workspace requests of every PrimFunc in ``mod`` when built for ``target``.
+
+    Parameters
+    ----------
+    mod : IRModule
+        A module whose PrimFuncs are as the build will compile them (legalized,
+        fused and, for GPUs, scheduled).
+    target : str or Target
+        The target being built.
+
+    Returns
+    -------
+    dict
+        PrimFunc name -> ``KernelScratch`` (kernels with no request included, empty).
+    """
+    target = tvm.target.Target(target) if isinstance(target, str) else target
+    out: dict[str, KernelScratch] = {}
+    for gv, func in _lower_to_host(mod, target).functions.items():
+        if not isinstance(func, tirx.PrimFunc):
+            continue
+        name = gv.name_hint
+        requests = _RequestCollector(name).collect(func)
+        if name in out:
+            out[name].requests.extend(requests)
+        else:
+            out[name] = KernelScratch(name, requests)
+    return out
+
+
+def op_scratch(func: relax.Function, mod: tvm.IRModule, op_bindings: list[list[tuple[int, int]]],
+               scratch: dict[str, KernelScratch], threads: int = 1) -> list[int]:
+    """Scratch bytes of each op of an extracted graph (its kernel's, 0 for non-kernel ops).
+
+    ``op_bindings`` is ``RelaxGraph.op_bindings`` of the graph extracted from ``func``.
+    """
+    blocks = func.body.blocks
+    out = []
+    for bindings in op_bindings:
+        total = 0
+        for bi, i in bindings:
+            value = blocks[bi].bindings[i].value
+            callee = value.op if isinstance(value, relax.Call) else None
+            if isinstance(callee, tvm.ir.GlobalVar) and callee.name_hint in scratch:
+                total += scratch[callee.name_hint].bytes(threads)
+        out.append(total)
+    return out
