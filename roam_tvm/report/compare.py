@@ -17,7 +17,7 @@ import tvm
 from tvm import relax
 
 from .names import ALL_PLANNERS
-from .simulate import PLANNERS, lower_bounds, param_kinds_attr, run_planner, schedule_for
+from .simulate import PLANNERS, lower_bounds, param_kinds_attr, run_planner, schedule_for, scratch_for
 _KIND_OF = {"input": "input", "target": "input", "hyper": "input", "param": "param", "state": "state"}
 
 
@@ -72,7 +72,7 @@ def with_param_kinds(ts) -> tvm.IRModule:
 def compare_step(ts, planners: Sequence[str] = ALL_PLANNERS, target: str = "llvm",
                  pytorch: Callable[[], dict] | None = None, cut: bool = True,
                  order_options: dict | None = None, layout_options: dict | None = None,
-                 progress: bool = True, log: Callable[[str], None] | None = None) -> dict:
+                 progress: bool = True, log: Callable[[str], None] | None = None, scratch: bool = True) -> dict:
     """Run every planner on one training step and simulate each one's peak.
 
     Parameters
@@ -87,6 +87,10 @@ def compare_step(ts, planners: Sequence[str] = ALL_PLANNERS, target: str = "llvm
         Returns ``pytorch_peak``'s dict; required if ``pytorch`` is among ``planners``.
     cut : bool
         Compute the ``cut`` lower bound (one min-cut per candidate op).
+    scratch : bool
+        Add each planner's kernel-scratch columns (``scratch_bytes``,
+        ``peak_with_scratch_bytes``, ``pool_peak_bytes``; see ``workspace_pool``) and
+        ``report["scratch"]`` (per kernel, and the CPU threads counted).
     """
     from tqdm import tqdm
 
@@ -109,8 +113,14 @@ def compare_step(ts, planners: Sequence[str] = ALL_PLANNERS, target: str = "llvm
             start = time.perf_counter()
             scheduled = schedule_for(mod, target)
             report["lower_seconds"] = time.perf_counter() - start
+            kernels = None
+            if scratch:
+                start = time.perf_counter()
+                kernels = scratch_for(scheduled, target)
+                report["scratch"] = {"threads": kernels[1], "seconds": time.perf_counter() - start,
+                                     "kernels": {k: v.bytes(kernels[1]) for k, v in kernels[0].items() if v.requests}}
         elif stage in PLANNERS:
-            result, extras = run_planner(scheduled, stage, target, func_name, order_options, layout_options)
+            result, extras = run_planner(scheduled, stage, target, func_name, order_options, layout_options, kernels)
             if stage == "tvm-default":
                 default_graph = extras["unplanned"]
             if stage in planners:
@@ -156,13 +166,18 @@ def compare_step(ts, planners: Sequence[str] = ALL_PLANNERS, target: str = "llvm
 def format_table(report: dict) -> str:
     """A fixed-width table: one row per planner, then the lower bounds."""
     mib = 2**20
-    rows = [("planner", "peak MiB", "interm. MiB", "order-bound MiB", "plan s", "valid", "how")]
+    def col(r, key):
+        return "" if r.get(key) is None else f"{r[key] / mib:,.1f}"
+
+    rows = [("planner", "peak MiB", "scratch MiB", "+scratch MiB", "+pool MiB", "interm. MiB",
+             "order-bound MiB", "plan s", "valid", "how")]
     for name, r in report["planners"].items():
-        rows.append((name, f"{r['peak_bytes'] / mib:,.1f}", f"{r['intermediate_bytes'] / mib:,.1f}",
+        rows.append((name, f"{r['peak_bytes'] / mib:,.1f}", col(r, "scratch_bytes"), col(r, "peak_with_scratch_bytes"),
+                     col(r, "pool_peak_bytes"), f"{r['intermediate_bytes'] / mib:,.1f}",
                      f"{r['order_bound_bytes'] / mib:,.1f}", f"{r['plan_seconds']:.2f}",
                      "yes" if r["valid"] else "NO", r.get("method", "planned")))
     for k, v in report.get("lower_bounds", {}).items():
-        rows.append((f"bound:{k}", f"{v / mib:,.1f}", "", "", "", "", "lower bound"))
+        rows.append((f"bound:{k}", f"{v / mib:,.1f}", "", "", "", "", "", "", "", "lower bound"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
     lines.insert(1, "-" * len(lines[0]))

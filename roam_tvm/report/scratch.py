@@ -18,9 +18,9 @@ Counting rules (upper bounds, so a peak that includes them is not low):
 * small constant buffers that lowering puts on the stack are not requests, and
   are not counted.
 
-``op_scratch`` maps a planned graph's ops to their kernels' scratch, so that the
-peak simulator can add each kernel's scratch to its op's live set
-(``Graph.Op.workspace``).
+``op_requests`` maps a planned graph's ops to their kernels' requests, so that
+the peak simulator can add each kernel's scratch to its op's live set
+(``workspace_pool.scratch_peaks``).
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ import tvm
 import tvm_ffi
 from tvm import relax, tirx
 
-__all__ = ["KernelScratch", "PAGE_BYTES", "kernel_scratch", "op_scratch", "runtime_threads"]
+__all__ = ["KernelScratch", "PAGE_BYTES", "kernel_scratch", "op_requests", "runtime_threads"]
 
 #: TVM's workspace pool hands out whole pages of this size.
 PAGE_BYTES = 4096
@@ -139,20 +139,20 @@ def kernel_scratch(mod: tvm.IRModule, target) -> dict[str, KernelScratch]:
     return out
 
 
-def op_scratch(func: relax.Function, mod: tvm.IRModule, op_bindings: list[list[tuple[int, int]]],
-               scratch: dict[str, KernelScratch], threads: int = 1) -> list[int]:
-    """Scratch bytes of each op of an extracted graph (its kernel's, 0 for non-kernel ops).
+def op_requests(func: relax.Function, op_bindings: list[list[tuple[int, int]]],
+                scratch: dict[str, KernelScratch]) -> list[list[tuple[int, bool]]]:
+    """Each op's workspace requests (its kernels'; none for ops that call no kernel).
 
     ``op_bindings`` is ``RelaxGraph.op_bindings`` of the graph extracted from ``func``.
     """
     blocks = func.body.blocks
     out = []
     for bindings in op_bindings:
-        total = 0
+        reqs: list[tuple[int, bool]] = []
         for bi, i in bindings:
             value = blocks[bi].bindings[i].value
             callee = value.op if isinstance(value, relax.Call) else None
             if isinstance(callee, tvm.ir.GlobalVar) and callee.name_hint in scratch:
-                total += scratch[callee.name_hint].bytes(threads)
-        out.append(total)
+                reqs.extend(scratch[callee.name_hint].requests)
+        out.append(reqs)
     return out

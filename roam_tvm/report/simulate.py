@@ -26,7 +26,9 @@ from ..graph import Graph
 from ..graph.bounds import any_bound, cut_bound
 from ..passes import RoamLayout, RoamOrder, RoamPlan, extract_graph, latest_layout, latest_order
 from ..passes.roam_order import reorder_function
-from ..runtime.pipeline import as_target, dataflow_lower_passes, legalize_passes, library_dispatch_passes
+from ..runtime.pipeline import as_target, is_gpu_target, schedule_passes, dataflow_lower_passes, legalize_passes, library_dispatch_passes
+from .scratch import KernelScratch, kernel_scratch, op_requests, runtime_threads
+from .workspace_pool import ScratchPeaks, scratch_peaks
 
 PLANNERS = ("tvm-default", "roam-order-only", "roam-layout-only", "roam")
 # planner -> (RoamOrder before lowering?, RoamLayout instead of StaticPlanBlockMemory?)
@@ -51,6 +53,10 @@ class PlannerResult:
     note: str = ""
     arena_bytes: int | None = None          # RoamLayout's arena (None: StaticPlanBlockMemory)
     arena_lower_bound_bytes: int | None = None  # max live bytes of the arena's tensors in this order
+    # Kernel scratch (``scratch.py``, ``workspace_pool.py``); None when not computed.
+    scratch_bytes: int | None = None            # the largest scratch of one op
+    peak_with_scratch_bytes: int | None = None  # at each op: live + its kernel's scratch
+    pool_peak_bytes: int | None = None          # live + what TVM's workspace pool holds
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -60,6 +66,13 @@ def planned_peak(func: relax.Function, mod: tvm.IRModule) -> tuple[int, Graph]:
     """Peak bytes of a memory-planned function, and its storage-level graph."""
     g = extract_graph(func, mod, planned=True).graph
     return g.peak(), g
+
+
+def scratch_figures(func: relax.Function, mod: tvm.IRModule, scratch: dict[str, KernelScratch],
+                    threads: int = 1) -> ScratchPeaks:
+    """Peaks of a memory-planned function with its kernels' scratch (``kernel_scratch``)."""
+    rg = extract_graph(func, mod, planned=True)
+    return scratch_peaks(rg.graph.live_profile(), op_requests(func, rg.op_bindings, scratch), threads)
 
 
 def lower_bounds(g: Graph, cut: bool = True) -> dict[str, int]:
@@ -96,9 +109,25 @@ def schedule_for(mod: tvm.IRModule, target="llvm") -> tvm.IRModule:
         return tvm.transform.Sequential(passes)(mod)
 
 
+def scratch_for(scheduled: tvm.IRModule, target="llvm") -> tuple[dict[str, KernelScratch], int]:
+    """Each kernel's scratch when ``scheduled`` is built for ``target``, and the CPU threads counted.
+
+    GPU kernels are scheduled first (planning skips it; scratch depends on it).
+    """
+    target = as_target(target)
+    if is_gpu_target(target):
+        with target:
+            scheduled = tvm.transform.Sequential(schedule_passes(target))(scheduled)
+        return kernel_scratch(scheduled, target), 1
+    return kernel_scratch(scheduled, target), runtime_threads()
+
+
 def run_planner(scheduled: tvm.IRModule, planner: str, target="llvm", func: str = "train_step",
-                order_options: dict | None = None, layout_options: dict | None = None) -> tuple[PlannerResult, dict]:
+                order_options: dict | None = None, layout_options: dict | None = None,
+                scratch: tuple[dict[str, KernelScratch], int] | None = None) -> tuple[PlannerResult, dict]:
     """Plan ``func`` of a scheduled module (``schedule_for``) with one planner and simulate its peak.
+
+    ``scratch`` (from ``scratch_for``) adds the kernel-scratch columns.
 
     Returns the result and a dict of extras (the unplanned and planned graphs,
     the records the passes left) for reports and plots.
@@ -144,6 +173,11 @@ def run_planner(scheduled: tvm.IRModule, planner: str, target="llvm", func: str 
                            valid=True, note="; ".join(notes),
                            arena_bytes=layout_rec.arena_bytes if layout_rec and layout_rec.status == "roam" else None,
                            arena_lower_bound_bytes=layout_rec.lower_bound_bytes if layout_rec else None)
+    if scratch is not None:
+        figures = scratch_figures(planned[func], planned, scratch[0], scratch[1])
+        result.scratch_bytes = figures.scratch_bytes
+        result.peak_with_scratch_bytes = figures.peak_with_scratch_bytes
+        result.pool_peak_bytes = figures.pool_peak_bytes
     extras = {"unplanned": unplanned, "planned_graph": g, "lowered": lowered, "planned": planned,
               "order_record": order_rec, "layout_record": layout_rec}
     return result, extras
