@@ -19,7 +19,9 @@ import or runs out of time is recorded as failed and the others go on. Writes, i
 ``report.md``
     per model: peaks per planner (MiB), the lower bounds, the reduction of ``roam`` against
     ``tvm-default`` and against ``pytorch``, planning seconds, how each figure was obtained; the paper's
-    GPT2-XL anchors beside ours; summaries of ``dsa.json`` and ``order.json`` when present.
+    GPT2-XL anchors beside ours; summaries of ``dsa.json`` and ``order.json`` when present; planned
+    beside measured (CPU) bytes from ``measured_cpu.json`` when ``benchmarks/measure_cpu.py`` has
+    written it (that script builds and runs each step for llvm; this one only plans).
 ``zoo_peaks.png``, ``zoo_plan_seconds.png``
     peaks relative to ``tvm-default`` per model and planner; planning seconds per model.
 
@@ -255,6 +257,20 @@ def paper_rows(entries: dict, mode: str = "default") -> list[str]:
     return lines
 
 
+def measured_table(data: dict) -> list[str]:
+    """``measured_cpu.json`` (``benchmarks/measure_cpu.py``): planned beside measured, per model and planner."""
+    lines = ["| model | planner | planned | largest scratch | planned + scratch | planned + TVM's pool "
+             "| measured (CPU) | measured vs planned | measured vs planned + scratch |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for key, ent in data.get("entries", {}).items():
+        for planner, r in ent.get("planners", {}).items():
+            lines.append(f"| {key} | {planner} | {r['planned_bytes']:,} | {r['scratch_bytes']:,} "
+                         f"| {r['peak_with_scratch_bytes']:,} | {r['pool_peak_bytes']:,} | {r['measured_bytes']:,} "
+                         f"| {pct(100 * (r['measured_over_planned'] - 1))} "
+                         f"| {pct(100 * (r['measured_over_with_scratch'] - 1))} |")
+    return lines
+
+
 def generic_results(name: str, data: dict) -> list[str]:
     """A results JSON of another benchmark: its command and its rows (scalar columns only)."""
     out = [f"### `{name}`", ""]
@@ -396,6 +412,21 @@ def write_report(zoo: dict, out: str, plot_paths: list[str]) -> str:
     lines += paper_rows(entries, zoo['mode']) + [""]
     if plot_paths:
         lines += ["## Plots", ""] + [f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in plot_paths] + [""]
+    measured = os.path.join(out, "measured_cpu.json")
+    if os.path.exists(measured):
+        with open(measured) as f:
+            data = json.load(f)
+        lines += ["## Planned against measured (CPU, llvm)", "",
+                  "Bytes. **planned**: the plan's peak, as above (planned for llvm here). **largest scratch**: "
+                  "the most global-scope scratch one kernel asks for at run time (`TVMBackendAllocWorkspace`, "
+                  "whole 4 KiB pages). **planned + scratch**: at each op, live plus that op's scratch. "
+                  "**planned + TVM's pool**: live plus what TVM's workspace pool holds (it keeps every block "
+                  "between kernels and steps). **measured (CPU)**: the most bytes live during a step, every "
+                  "aligned allocation of TVM's CPU runtime counted in a child process (naive VM allocator: "
+                  "exact sizes; second step, pool filled). Commands: "
+                  + "; ".join(f"`{e['command']}`" for e in {e['command']: e for e in data.get('entries', {}).values()}.values())
+                  + ".", ""]
+        lines += measured_table(data) + [""]
     others = [n for n in ("dsa.json", "order.json") if os.path.exists(os.path.join(out, n))]
     if others:
         lines += ["## Other benchmarks", ""]
