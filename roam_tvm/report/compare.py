@@ -118,7 +118,9 @@ def compare_step(ts, planners: Sequence[str] = ALL_PLANNERS, target: str = "llvm
                 start = time.perf_counter()
                 kernels = scratch_for(scheduled, target)
                 report["scratch"] = {"threads": kernels[1], "seconds": time.perf_counter() - start,
-                                     "kernels": {k: v.bytes(kernels[1]) for k, v in kernels[0].items() if v.requests}}
+                                     "kernels": {k: v.bytes(kernels[1]) for k, v in kernels[0].items() if v.requests},
+                                     # not counted: their scratch is unknown (see KernelScratch.error)
+                                     "unknown": {k: v.error for k, v in kernels[0].items() if v.error}}
         elif stage in PLANNERS:
             result, extras = run_planner(scheduled, stage, target, func_name, order_options, layout_options, kernels)
             if stage == "tvm-default":

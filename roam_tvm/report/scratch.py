@@ -16,7 +16,9 @@ Counting rules (upper bounds, so a peak that includes them is not low):
 * a request inside a ``parallel`` loop is made once per thread of the CPU thread
   pool (``threads``);
 * small constant buffers that lowering puts on the stack are not requests, and
-  are not counted.
+  are not counted;
+* a kernel that does not lower for the target, or whose request size is known
+  only at run time, is reported with ``error`` set: its scratch is unknown, not 0.
 
 ``op_requests`` maps a planned graph's ops to their kernels' requests, so that
 the peak simulator can add each kernel's scratch to its op's live set
@@ -44,6 +46,8 @@ class KernelScratch:
     name: str
     #: (page-rounded bytes, made once per thread?) per request
     requests: list[tuple[int, bool]] = field(default_factory=list)
+    #: why the kernel did not lower for the target (its scratch is then unknown)
+    error: str | None = None
 
     def bytes(self, threads: int = 1) -> int:
         """Bytes live while the kernel runs, with ``threads`` CPU threads."""
@@ -59,19 +63,21 @@ def _pages(nbytes: int) -> int:
     return max(1, -(-nbytes // PAGE_BYTES)) * PAGE_BYTES
 
 
-def _lower_to_host(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
-    """The host code the build would generate for the PrimFuncs of ``mod``."""
+def _lower_to_host(func: tirx.PrimFunc, name: str, target: tvm.target.Target) -> tvm.IRModule:
+    """The host code the build would generate for one PrimFunc."""
     from tvm.tirx.build import split_host_device_mods  # pylint: disable=import-outside-toplevel
 
-    # Named by their GlobalVar, as Relax calls them (the build attaches the same symbols).
-    prims = {gv: f.with_attr("global_symbol", gv.name_hint)
-             for gv, f in mod.functions.items() if isinstance(f, tirx.PrimFunc)}
-    tir_mod = tvm.IRModule(prims)
+    # Named by its GlobalVar, as Relax calls it (the build attaches the same symbol).
+    tir_mod = tvm.IRModule({name: func.with_attr("global_symbol", name)})
     host = target.host or (target if target.kind.name in ("llvm", "c") else tvm.target.Target("llvm"))
     tir_mod = tirx.transform.BindTarget(target.with_host(host))(tir_mod)
     lower, finalize_host, _ = tvm.tirx.get_tir_pipeline("default")
     host_mod, _ = split_host_device_mods(lower(tir_mod))
     return finalize_host()(host_mod)
+
+
+class SymbolicScratch(ValueError):
+    """A workspace request whose size is known only at run time."""
 
 
 class _RequestCollector:
@@ -103,9 +109,7 @@ class _RequestCollector:
             return
         nbytes = tvm.sym.Analyzer().simplify(node.args[2])
         if not isinstance(nbytes, tirx.IntImm):
-            raise ValueError(
-                f"kernel {self.where}: workspace of {nbytes} bytes depends on a run-time value; "
-                "give the function's symbolic dimensions upper bounds (tirx_var_upper_bound) or use static shapes")
+            raise SymbolicScratch(f"workspace of {nbytes} bytes depends on a run-time value")
         self.requests.append((_pages(int(nbytes)), node in self._parallel_calls))
 
 
@@ -124,18 +128,31 @@ def kernel_scratch(mod: tvm.IRModule, target) -> dict[str, KernelScratch]:
     -------
     dict
         PrimFunc name -> ``KernelScratch`` (kernels with no request included, empty).
+        A kernel that does not lower for ``target`` (e.g. left unscheduled on a GPU)
+        has ``error`` set and no requests: its scratch is unknown, and the build of
+        the step would fail on it too.
     """
     target = tvm.target.Target(target) if isinstance(target, str) else target
     out: dict[str, KernelScratch] = {}
-    for gv, func in _lower_to_host(mod, target).functions.items():
+    for gv, func in mod.functions.items():
         if not isinstance(func, tirx.PrimFunc):
             continue
         name = gv.name_hint
-        requests = _RequestCollector(name).collect(func)
-        if name in out:
-            out[name].requests.extend(requests)
-        else:
-            out[name] = KernelScratch(name, requests)
+        try:
+            host = _lower_to_host(func, name, target)
+        except Exception as err:  # pylint: disable=broad-except
+            # TVM raises several error types for code it cannot lower; the name and first line tell which.
+            out[name] = KernelScratch(name, error=f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200]}")
+            continue
+        requests: list[tuple[int, bool]] = []
+        try:
+            for hf in host.functions.values():
+                if isinstance(hf, tirx.PrimFunc):
+                    requests += _RequestCollector(name).collect(hf)
+        except SymbolicScratch as err:
+            out[name] = KernelScratch(name, error=str(err))
+            continue
+        out[name] = KernelScratch(name, requests)
     return out
 
 

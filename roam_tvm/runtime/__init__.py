@@ -1,5 +1,8 @@
 """roam_tvm.runtime: the roam Relax pipeline, robust GPU scheduling, build, measurement.
 
+``measure_cpu_step(exe, args)`` runs an llvm build and counts every byte the CPU runtime
+allocates (``cpu_measure.py``).
+
 ``roam_tvm.runtime.pipeline(target, order=True, layout=True, **options)`` is the pass
 factory (alias ``roam_pipeline``); the stages live in the module ``roam_tvm/runtime/pipeline.py``
 (``importlib.import_module("roam_tvm.runtime.pipeline")``).
@@ -7,6 +10,7 @@ Importing this package registers the named Relax pipeline ``"roam"``
 (``tvm.compile(mod, target, relax_pipeline="roam")``).
 """
 
+from .cpu_measure import CpuMeasurement, measure_cpu_step
 from .build import build, compile_cuda_kernels, cuda_source, cuda_target, export, nvcc_path
 from .pipeline import (
     dataflow_lower_passes,
@@ -23,6 +27,8 @@ from .schedule import robust_schedule, stock_dlight_schedule
 
 __all__ = [
     "build",
+    "CpuMeasurement",
+    "measure_cpu_step",
     "compile_cuda_kernels",
     "cuda_source",
     "cuda_target",

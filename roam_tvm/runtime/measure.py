@@ -21,6 +21,9 @@ as a difference on an otherwise idle device, and why the simulator, not this, is
 the source of truth for planned peaks. The naive allocator would free eagerly and
 make the after-the-fact reading meaningless, so StepRunner insists on "pooled".
 
+On the CPU, ``cpu_measure.measure_cpu_step`` counts the step's allocations exactly
+(every aligned allocation of the runtime, in a child process); use it for llvm builds.
+
 Without a GPU, every CUDA path raises ``CudaUnavailable`` with the reason given by
 ``cuda_available()`` (``bool(cuda_available())`` is False; ``.reason`` says why).
 """
