@@ -140,22 +140,25 @@ def _check_assignment(reference, planned, ref_mod, plan_mod, sym) -> list[str]:
 def _compare(r, p) -> list[str]:
     bad = list(p.violations)
     left = Counter(e.key for e in r.events)
-    for e in p.events:
-        if left[e.key] > 0:
-            left[e.key] -= 1
-            continue
-        bad.append(_explain(e, r.events))
-        if len(bad) >= MAX_MESSAGES:
-            return bad
-    if not bad:
-        for e in r.events:
-            if left[e.key] > 0:
-                left[e.key] -= 1
-                bad.append(f"the reference's `{e.label}` has no matching call in the planned function")
+    wrong = [e for e in p.events if not _take(left, e.key)]
+    if wrong:
+        # the first wrong read is the cause; later ones (and the outputs) mostly follow from it
+        more = f" (and {len(wrong) - 1} later call(s) read values that differ)" if len(wrong) > 1 else ""
+        return bad + [_explain(wrong[0], r.events) + more]
+    for e in r.events:
+        if _take(left, e.key):
+            bad.append(f"the reference's `{e.label}` has no matching call in the planned function")
     bad += _diff("the return value", r.result, p.result)
     for i, (a, b) in enumerate(zip(r.params, p.params)):
         bad += _diff(f"param {i} at exit", a, b)
     return bad
+
+
+def _take(left: Counter, key) -> bool:
+    if left[key] > 0:
+        left[key] -= 1
+        return True
+    return False
 
 
 def _explain(e, ref_events) -> str:

@@ -79,7 +79,7 @@ def _mentions(obj, params: dict) -> set:
             found.add(params[o])
             continue
         # a load reads its buffer; only its indices can hide a pointer
-        stack.extend(o.indices if kind == "BufferLoad" else _children(o))
+        stack.extend(o.indices if kind in ("BufferLoad", "TensorLoad") else _children(o))
     return found
 
 
@@ -100,6 +100,11 @@ def _analyse(name: str, func) -> PrimFuncEffect:
             alias[o.buffer] = _mentions(o.data, params)
         elif kind == "AllocBuffer":
             local.add(o.buffer)
+        elif kind == "SBlock":
+            local.update(o.alloc_buffers)
+            for m in o.match_buffers:  # a window onto another buffer: writes go to its source
+                src = m.source.buffer
+                alias[m.buffer] = {params[src]} if src in params else alias.get(src, set())
         elif kind == "BufferStore":
             touched = True
             buf = o.buffer

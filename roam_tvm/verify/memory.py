@@ -185,7 +185,8 @@ def read_token(tokens: Tokens, t: TensorVal) -> tuple[int, str]:
     if len(merged) == 1:
         tok, ws, we, who = merged[0][2]
         if ws == t.offset and we == t.end:
-            return tok, f"{tokens.describe(tok)} (written by `{who}`)"
+            desc = tokens.describe(tok)
+            return tok, desc if who in desc else f"{desc} (written by `{who}`)"
     key, parts = [], []
     for a, b, seg in merged:
         rel = (a - t.offset, b - t.offset)

@@ -163,7 +163,7 @@ def _event(run: Run, callee: str, args: list, written: dict, label: str, names: 
         if isinstance(a, TensorVal):
             if i in written and written[i] == "out":
                 keys.append(("out", a.dtype, a.shape))
-                seen.append((names[i], "fresh output"))
+                seen.append((names[i], "a fresh output (never written before)"))
             else:
                 k, desc = run.read(a)
                 keys.append(k)
@@ -179,7 +179,9 @@ def _event(run: Run, callee: str, args: list, written: dict, label: str, names: 
     run.overlap_check(outs, list(enumerate(args)), label)
     for i in written:
         t = args[i]
-        run.write(t, run.tok.get(("out", key, i, t.storage.device), f"output arg {i} of `{label}`"), label)
+        dev = t.storage.device
+        where = f" on device {dev}" if dev > 0 else ""
+        run.write(t, run.tok.get(("out", key, i, dev), f"output arg {i} of `{label}`{where}"), label)
     return key
 
 
