@@ -335,3 +335,44 @@ def test_symbolic_shape_checked_at_upper_bound():
     assert check_plan(sym_ref, _sym_plan(32), Lib) == []
     found = check_plan(sym_ref, _sym_plan(28), Lib)
     assert found and "outside storage" in found[0] and "n=8" in found[0], found
+
+
+# ---- in-place updates of inputs, outputs that alias inputs, match_cast ---------------------------------------
+@R.function
+def param_update(x: R.Tensor((4,), "float32")):
+    R.func_attr({"relax.force_pure": True})
+    a = R.builtin.alloc_tensor(R.shape([4]), "float32", 0)
+    neg(x, a)
+    inc(x)
+    m = T.int64()
+    xx = R.match_cast(x, R.Tensor((m,), "float32"))
+    return (xx, a)
+
+
+@R.function
+def param_update_reordered(x: R.Tensor((4,), "float32")):
+    R.func_attr({"relax.force_pure": True})
+    inc(x)
+    a = R.builtin.alloc_tensor(R.shape([4]), "float32", 0)
+    neg(x, a)
+    m = T.int64()
+    xx = R.match_cast(x, R.Tensor((m,), "float32"))
+    return (xx, a)
+
+
+@R.function
+def param_update_dropped(x: R.Tensor((4,), "float32")):
+    R.func_attr({"relax.force_pure": True})
+    a = R.builtin.alloc_tensor(R.shape([4]), "float32", 0)
+    neg(x, a)
+    m = T.int64()
+    xx = R.match_cast(x, R.Tensor((m,), "float32"))
+    return (xx, a)
+
+
+def test_in_place_update_of_an_input():
+    assert _check(param_update, param_update) == []
+    found = _check(param_update, param_update_reordered)
+    assert found and "neg(x, a)" in found[0] and "param `x`" in found[0], found
+    found = _check(param_update, param_update_dropped)
+    assert any("inc(x)" in f for f in found), found

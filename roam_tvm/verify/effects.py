@@ -43,6 +43,8 @@ def primfunc_effect(name: str, func: tvm.tirx.PrimFunc) -> PrimFuncEffect:
     if hit is not None and hit[0].same_as(func):
         return hit[1]
     eff = _analyse(name, func)
+    if len(_CACHE) > 4096:  # keep long sessions from holding every PrimFunc ever checked
+        _CACHE.clear()
     _CACHE[key] = (func, eff)
     return eff
 

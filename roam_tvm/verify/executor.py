@@ -74,6 +74,7 @@ class Run:
         self.env: dict = {}
         self.killed: set = set()
         self.out = RunResult()
+        self.global_names = None  # names of mod's functions, filled on first use
         self._n = 0
 
     # ---- helpers -------------------------------------------------------------------------------

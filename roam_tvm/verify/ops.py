@@ -204,7 +204,9 @@ def _dps(run: Run, callee: str, args: list, eff_written, opaque: bool, label: st
 
 def _global_call(run: Run, gv, arg_exprs: list, var, label: str):
     name = gv.name_hint
-    if name not in [g.name_hint for g in run.mod.get_global_vars()]:
+    if run.global_names is None:
+        run.global_names = {g.name_hint for g in run.mod.get_global_vars()}
+    if name not in run.global_names:
         raise Unmodelled(f"`{label}`: `{name}` is not in the module given to the checker")
     fn = run.mod[name]
     if isinstance(fn, relax.Function):
