@@ -3,7 +3,6 @@ symbolic shapes, views with offsets, legal reorders; and that it never raises.""
 from __future__ import annotations
 
 from plan_checker_lib import Lib, add, add1, exp, inc, neg, opaque, sym_neg
-from tvm import relax
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
