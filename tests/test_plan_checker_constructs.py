@@ -48,6 +48,29 @@ def test_dps_extern_is_modelled():
     assert _check(extern_dps, extern_dps) == []
 
 
+@R.function(pure=False)
+def two_externs(x: R.Tensor((4,), "float32")):
+    a = R.builtin.alloc_tensor(R.shape([4]), "float32", 0)
+    R.call_packed("ext_a", x, a, ty_args=R.Tuple())
+    b = R.builtin.alloc_tensor(R.shape([4]), "float32", 0)
+    R.call_packed("ext_b", x, b, ty_args=R.Tuple())
+    return (a, b)
+
+
+@R.function(pure=False)
+def two_externs_swapped(x: R.Tensor((4,), "float32")):
+    b = R.builtin.alloc_tensor(R.shape([4]), "float32", 0)
+    R.call_packed("ext_b", x, b, ty_args=R.Tuple())
+    a = R.builtin.alloc_tensor(R.shape([4]), "float32", 0)
+    R.call_packed("ext_a", x, a, ty_args=R.Tuple())
+    return (a, b)
+
+
+def test_impure_calls_keep_their_order():
+    found = _check(two_externs, two_externs_swapped)
+    assert found and "order of R.call_packed calls changed" in found[0], found
+
+
 def test_never_raises_on_odd_input():
     assert _check(extern_dps, None)[0].startswith("cannot verify:")
     assert check_plan(indep, indep, None)[0].startswith("cannot verify:")

@@ -43,7 +43,8 @@ tuples, nested tuples, ``t[i]``                tuples of values, no copy
 ``R.vm.call_tir_dyn(f, (args..., shape))``     as ``f(args..., shape)``
 ``R.call_packed(name, ...)``/``ExternFunc``,   returning nothing: the fresh tensor args are outputs, the
 ``call_pure_packed``, ``call_builtin_with_ctx``  others are read; none fresh, or returning a tensor ->
-                                               cannot verify (it may write in place or return a view)
+                                               cannot verify (it may write in place or return a view);
+                                               impure ``R.call_packed`` calls keep their order
 ``R.call_tir / call_tir_inplace /``            leftovers before CallTIRRewrite: fresh outputs; in-place
 ``call_dps_packed``                            indices write their argument
 other ``relax.*`` ops, pure Relax functions    read every tensor argument, return fresh memory

@@ -148,6 +148,12 @@ def _compare(r, p) -> list[str]:
     for e in r.events:
         if _take(left, e.key):
             bad.append(f"the reference's `{e.label}` has no matching call in the planned function")
+    ref_impure = [e for e in r.events if e.extern]
+    for i, (a, b) in enumerate(zip(ref_impure, [e for e in p.events if e.extern])):
+        if a.key != b.key:
+            bad.append(f"impure call #{i} is `{b.label}`, the reference's is `{a.label}` (order of "
+                       "R.call_packed calls changed)")
+            break
     bad += _diff("the return value", r.result, p.result)
     for i, (a, b) in enumerate(zip(r.params, p.params)):
         bad += _diff(f"param {i} at exit", a, b)

@@ -23,7 +23,7 @@ def call(run: Run, c: relax.Call, var, label: str):
     if isinstance(op, relax.GlobalVar):
         return _global_call(run, op, list(c.args), var, label)
     if isinstance(op, relax.ExternFunc):
-        return _extern(run, op.global_symbol, list(c.args), c.ty_args, var, label)
+        return _extern(run, op.global_symbol, list(c.args), c.ty_args, var, label, ordered=True)
     raise Unmodelled(f"`{label}`: call of `{op}` (closure or computed callee) is not modelled")
 
 
@@ -185,7 +185,8 @@ def _event(run: Run, callee: str, args: list, written: dict, label: str, names: 
     return key
 
 
-def _dps(run: Run, callee: str, args: list, eff_written, opaque: bool, label: str, names: list):
+def _dps(run: Run, callee: str, args: list, eff_written, opaque: bool, label: str, names: list,
+         ordered: bool = False):
     written = {}
     tensors = [i for i, a in enumerate(args) if isinstance(a, TensorVal)]
     for k, i in enumerate(tensors):
@@ -198,7 +199,7 @@ def _dps(run: Run, callee: str, args: list, eff_written, opaque: bool, label: st
     if opaque and not written:
         raise Unmodelled(f"`{label}`: `{callee}` has no visible store and no fresh argument, so what it "
                          "writes is unknown")
-    _event(run, callee, args, written, label, names, extern=callee.startswith("extern:"))
+    _event(run, callee, args, written, label, names, extern=ordered)
     return Opaque(run.tok.get(("unit",), "()"))
 
 
@@ -225,7 +226,8 @@ def _global_call(run: Run, gv, arg_exprs: list, var, label: str):
     return _dps(run, name, args, eff.written, eff.opaque, label, [_nm(a) for a in arg_exprs])
 
 
-def _extern(run: Run, name: str, arg_exprs: list, ty_args, var, label: str):
+def _extern(run: Run, name: str, arg_exprs: list, ty_args, var, label: str, ordered: bool = False):
+    """``ordered``: an impure ``R.call_packed``, whose order among impure calls must be kept."""
     if name in VIEW_EXTERNS:
         base = _arg(run, arg_exprs[0], label, "tensor")
         shape = _shape(run, arg_exprs[1], label)
@@ -241,7 +243,7 @@ def _extern(run: Run, name: str, arg_exprs: list, ty_args, var, label: str):
     args = [run.expr(a) for a in arg_exprs]
     if any(isinstance(a, tuple) for a in args):
         raise Unmodelled(f"`{label}`: tuple argument to extern `{name}`")
-    return _dps(run, "extern:" + name, args, frozenset(), True, label, [_nm(a) for a in arg_exprs])
+    return _dps(run, "extern:" + name, args, frozenset(), True, label, [_nm(a) for a in arg_exprs], ordered)
 
 
 def _pure(run: Run, callee: tuple, arg_exprs: list, var, label: str):
