@@ -75,6 +75,7 @@ class Run:
         self.killed: set = set()
         self.out = RunResult()
         self.global_names = None  # names of mod's functions, filled on first use
+        self.call_ty = None
         self._n = 0
 
     # ---- helpers -------------------------------------------------------------------------------

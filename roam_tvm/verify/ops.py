@@ -13,6 +13,7 @@ _NULL = ("null",)
 
 def call(run: Run, c: relax.Call, var, label: str):
     op = c.op
+    run.call_ty = c.ty  # the call's own type, for a binding var that carries none
     if isinstance(op, tvm.ir.Op):
         fn = _OPS.get(op.name)
         if fn is not None:
@@ -252,9 +253,16 @@ def _pure(run: Run, callee: tuple, arg_exprs: list, var, label: str):
     flat = list(_leaves(tuple(args)))
     if any(isinstance(a, StorageVal) for a in flat):
         raise Unmodelled(f"`{label}`: storage handed to `{callee[1]}`")
-    names = [f"{_nm(arg_exprs[0]) if arg_exprs else ''}#{i}" for i in range(len(flat))]
+    names = [n for e, v in zip(arg_exprs, args) for n in _leaf_names(_nm(e), v)]
     key = _event(run, ":".join(callee[:2]), flat, {}, label, names)
-    return run.from_type(var.ty, ("res", key), var.name, f"result of `{label}`", True)
+    ty = var.ty if var.ty is not None else run.call_ty
+    return run.from_type(ty, ("res", key), var.name, f"result of `{label}`", True)
+
+
+def _leaf_names(name: str, v) -> list:
+    if isinstance(v, tuple):
+        return [n for i, x in enumerate(v) for n in _leaf_names(f"{name}[{i}]", x)]
+    return [name]
 
 
 def _call_tir(inplace: bool):
