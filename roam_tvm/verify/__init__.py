@@ -45,8 +45,10 @@ tuples, nested tuples, ``t[i]``                tuples of values, no copy
 ``call_pure_packed``, ``call_builtin_with_ctx``  others are read; none fresh, or returning a tensor ->
                                                cannot verify (it may write in place or return a view);
                                                impure ``R.call_packed`` calls keep their order
-``R.call_tir / call_tir_inplace /``            leftovers before CallTIRRewrite: fresh outputs; in-place
-``call_dps_packed``                            indices write their argument
+``R.call_tir / call_tir_inplace /``            leftovers before CallTIRRewrite: fresh outputs on the
+``call_dps_packed``                            device CallTIRRewrite gives them; in-place indices write
+                                               their argument (so a reference in this form can be compared
+                                               with its lowered and planned versions)
 other ``relax.*`` ops, pure Relax functions    read every tensor argument, return fresh memory
 ``R.const``                                    read-only storage holding its bytes' hash; a write there
                                                -> violation

@@ -270,7 +270,7 @@ def _call_tir(inplace: bool):
         gv, arg_tuple = c.args[0], c.args[1]
         args = [run.expr(a) for a in arg_tuple.fields] if isinstance(arg_tuple, relax.Tuple) \
             else list(_leaves(run.expr(arg_tuple)))
-        outs = run.from_type(var.ty, ("fresh", label), var.name, "", False)
+        outs = run.from_type(var.ty, ("fresh", label), var.name, "", False, _device(run, var.ty, label))
         out_list = list(outs) if isinstance(outs, tuple) else [outs]
         idx = [int(i) for i in c.attrs.inplace_indices] if inplace else [-1] * len(out_list)
         res, extra = [], []
@@ -286,6 +286,19 @@ def _call_tir(inplace: bool):
                + [f"out{k}" for k in range(len(extra))] + ["tir_vars"] * len(tail))
         return tuple(res) if isinstance(outs, tuple) else res[0]
     return fn
+
+
+def _device(run: Run, ty, label: str) -> int:
+    """Device index CallTIRRewrite gives an output of type ``ty``: its vdevice's index, else 0."""
+    vdevs = [getattr(f, "vdevice", None) for f in (ty.fields if isinstance(ty, relax.TupleType) else [ty])]
+    vdevs = [v for v in vdevs if v is not None]
+    if not vdevs:
+        return 0
+    infos = run.mod.global_infos.get("vdevice", []) if run.mod.global_infos is not None else []
+    for i, v in enumerate(infos):
+        if all(v.same_as(x) for x in vdevs):
+            return i
+    raise Unmodelled(f"`{label}`: outputs on a vdevice that is not (or not uniquely) in the module")
 
 
 def _call_tir_dyn(run, c, var, label):
