@@ -42,14 +42,15 @@ tuples, nested tuples, ``t[i]``                tuples of values, no copy
                                                args are the outputs (CallTIRRewrite's DPS form)
 ``R.vm.call_tir_dyn(f, (args..., shape))``     as ``f(args..., shape)``
 ``R.call_packed(name, ...)``/``ExternFunc``,   returning nothing: the fresh tensor args are outputs, the
-``call_pure_packed``, ``call_builtin_with_ctx``  others are read; none fresh, or returning a tensor ->
-                                               cannot verify (it may write in place or return a view);
+``call_pure_packed``,                          others are read; none fresh, or returning a tensor ->
+``call_builtin_with_ctx``                      cannot verify (it may write in place or return a view);
                                                impure ``R.call_packed`` calls keep their order
 ``R.call_tir / call_tir_inplace /``            leftovers before CallTIRRewrite: fresh outputs on the
 ``call_dps_packed``                            device CallTIRRewrite gives them; in-place indices write
                                                their argument (so a reference in this form can be compared
                                                with its lowered and planned versions)
-other ``relax.*`` ops, pure Relax functions    read every tensor argument, return fresh memory
+``hint_on_device``, ``stop_lift_params``       the argument itself
+other ``relax.*`` ops                          read every tensor argument, return fresh memory
 ``R.const``                                    read-only storage holding its bytes' hash; a write there
                                                -> violation
 ``If``                                         each branch path is executed separately (at most 32),
@@ -59,9 +60,11 @@ symbolic shapes                                checked with every variable at it
                                                upper bound, at lower bound + 7 (a sample, not a proof)
 devices                                        storages carry their device; a value's token carries the
                                                device it was written on
-closures, nested functions, other             cannot verify
+calls of Relax functions (the result may       cannot verify
+alias an argument), closures, nested
+functions, ``call_inplace_packed``, other
 ``relax.memory.*``/``relax.vm.*``/
-``relax.builtin.*`` ops, impure Relax calls
+``relax.builtin.*`` ops
 =============================================  ===========================================================
 
 "Fresh" means: no byte of the argument has been written through its allocation yet. Bytes an

@@ -18,6 +18,10 @@ def call(run: Run, c: relax.Call, var, label: str):
         fn = _OPS.get(op.name)
         if fn is not None:
             return fn(run, c, var, label)
+        if op.name in _IDENTITY_OPS:
+            return run.expr(c.args[0])
+        if op.name in _UNSAFE_OPS:
+            raise Unmodelled(f"`{label}`: {op.name} may write its arguments or alias them")
         if op.name.startswith(("relax.memory.", "relax.vm.", "relax.builtin.")):
             raise Unmodelled(f"`{label}`: memory/VM op {op.name} is not modelled")
         return _pure(run, ("op", op.name, str(c.attrs) if c.attrs is not None else ""), c.args, var, label)
@@ -212,9 +216,8 @@ def _global_call(run: Run, gv, arg_exprs: list, var, label: str):
         raise Unmodelled(f"`{label}`: `{name}` is not in the module given to the checker")
     fn = run.mod[name]
     if isinstance(fn, relax.Function):
-        if not fn.is_pure and not (fn.attrs and "relax.force_pure" in fn.attrs):
-            raise Unmodelled(f"`{label}`: call of impure Relax function `{name}`")
-        return _pure(run, ("func", name), arg_exprs, var, label)
+        raise Unmodelled(f"`{label}`: call of Relax function `{name}`, whose result may alias its "
+                         "arguments")
     if not isinstance(fn, tvm.tirx.PrimFunc):
         raise Unmodelled(f"`{label}`: `{name}` is neither a PrimFunc nor a Relax function")
     args = [run.expr(a) for a in arg_exprs]
@@ -317,6 +320,12 @@ def _call_builtin_with_ctx(run, c, var, label):
     ext, tup = c.args[0], c.args[1]
     return _extern(run, ext.global_symbol, list(tup.fields), c.ty_args, var, label)
 
+
+#: annotations that return their argument itself
+_IDENTITY_OPS = frozenset({"relax.hint_on_device", "relax.builtin.stop_lift_params"})
+#: ops that may write or alias their arguments in ways the checker does not model
+_UNSAFE_OPS = frozenset({"relax.call_inplace_packed", "relax.invoke_closure", "relax.invoke_pure_closure",
+                         "relax.make_closure"})
 
 _OPS = {
     "relax.builtin.alloc_tensor": _builtin_alloc,
