@@ -398,3 +398,14 @@ def test_in_place_update_of_an_input():
     assert found and "neg(x, a)" in found[0] and "param `x`" in found[0], found
     found = _check(param_update, param_update_dropped)
     assert any("inc(x)" in f for f in found), found
+
+
+def test_root_level_scratch_buffer_is_local_whatever_the_walk_order():
+    # TVM's GPU cumsum declares `Tmp = T.alloc_buffer(...)` at the root and stores to it in
+    # macros that come later in the body; a depth-first walk meets those stores first.
+    from tvm.relax.backend.gpu_generic.cumsum import gpu_2d_continuous_cumsum
+
+    from roam_tvm.verify.effects import primfunc_effect
+
+    eff = primfunc_effect("cumsum", gpu_2d_continuous_cumsum(in_dtype="int64"))
+    assert eff.written == frozenset({1}) and not eff.opaque

@@ -85,6 +85,15 @@ def _mentions(obj, params: dict) -> set:
     return found
 
 
+def _all_nodes(root) -> list:
+    out, stack = [], [root]
+    while stack:
+        o = stack.pop()
+        out.append(o)
+        stack.extend(_children(o))
+    return out
+
+
 def _analyse(name: str, func) -> PrimFuncEffect:
     params = {}
     for p in func.params:
@@ -92,11 +101,10 @@ def _analyse(name: str, func) -> PrimFuncEffect:
             params[p] = len(params)
     alias: dict = {}  # declared buffer var -> param ordinals it aliases
     local: set = set()
-    written: set = set()
-    touched = False
-    stack = [func.body]
-    while stack:
-        o = stack.pop()
+    nodes = _all_nodes(func.body)
+    # Declarations first: a depth-first walk can meet a store before the
+    # allocation that precedes it in the program (siblings come back reversed).
+    for o in nodes:
         kind = type(o).__name__
         if kind == "DeclBuffer":
             alias[o.buffer] = _mentions(o.data, params)
@@ -104,10 +112,16 @@ def _analyse(name: str, func) -> PrimFuncEffect:
             local.add(o.buffer)
         elif kind == "SBlock":
             local.update(o.alloc_buffers)
-            for m in o.match_buffers:  # a window onto another buffer: writes go to its source
+    for o in nodes:  # windows onto other buffers: writes go to their source
+        if type(o).__name__ == "SBlock":
+            for m in o.match_buffers:
                 src = m.source.buffer
                 alias[m.buffer] = {params[src]} if src in params else alias.get(src, set())
-        elif kind == "BufferStore":
+    written: set = set()
+    touched = False
+    for o in nodes:
+        kind = type(o).__name__
+        if kind == "BufferStore":
             touched = True
             buf = o.buffer
             if buf in params:
@@ -124,5 +138,4 @@ def _analyse(name: str, func) -> PrimFuncEffect:
                 if hit:
                     touched = True
                     written |= hit
-        stack.extend(_children(o))
     return PrimFuncEffect(len(params), frozenset(written), opaque=not touched)
