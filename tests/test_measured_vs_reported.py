@@ -4,6 +4,12 @@ The report is ``compare_step``'s; the measurement counts every aligned allocatio
 of the CPU runtime in a child process (``measure_cpu_step``, naive VM allocator, two
 steps). Only the bound is shared between them, not code: the report is read back
 from the planned Relax function, the measurement from the allocator.
+
+The reported figure is ``pool_peak_bytes``: the plan plus the kernel scratch TVM's
+workspace pool holds. ``peak_with_scratch_bytes`` (each op's own scratch only) is
+what the step would need if scratch were freed with its kernel; TVM's pool keeps
+it, so a step whose largest scratch comes before the plan's peak measures more
+than that (ResNet-18 small: +4.3%).
 """
 from __future__ import annotations
 
@@ -40,10 +46,9 @@ def _check(name: str) -> None:
     with_scratch = reported["peak_with_scratch_bytes"]
     assert with_scratch >= reported["peak_bytes"]
     assert reported["pool_peak_bytes"] >= with_scratch
-    assert measured <= TOLERANCE * with_scratch, (
-        f"{name}: measured {measured:,} B > {TOLERANCE} x reported {with_scratch:,} B "
-        f"(plan {reported['peak_bytes']:,} B, scratch {reported['scratch_bytes']:,} B)")
-    assert measured <= TOLERANCE * reported["pool_peak_bytes"]
+    assert measured <= TOLERANCE * reported["pool_peak_bytes"], (
+        f"{name}: measured {measured:,} B > {TOLERANCE} x reported {reported['pool_peak_bytes']:,} B "
+        f"(plan {reported['peak_bytes']:,} B, largest scratch {reported['scratch_bytes']:,} B)")
 
 
 def test_mlp_measured_within_reported():
@@ -51,6 +56,6 @@ def test_mlp_measured_within_reported():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["cnn", "gpt2-small"])
+@pytest.mark.parametrize("name", ["cnn", "resnet18", "gpt2-small"])
 def test_zoo_measured_within_reported(name):
     _check(name)
