@@ -23,11 +23,11 @@ def test_measured_table_puts_measured_beside_planned():
     run = _load("run")
     entry = {"planned_bytes": 1000, "scratch_bytes": 4096, "peak_with_scratch_bytes": 5096,
              "pool_peak_bytes": 5096, "measured_bytes": 5000, "measured_over_planned": 5.0,
-             "measured_over_with_scratch": 5000 / 5096}
+             "measured_over_with_scratch": 5000 / 5096, "measured_over_pool": 5000 / 5096}
     lines = run.measured_table({"entries": {"m@small": {"planners": {"roam": entry}}}})
     assert len(lines) == 3
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
-    assert cells == ["m@small", "roam", "1,000", "4,096", "5,096", "5,096", "5,000", "+400.0%", "-1.9%"]
+    assert cells == ["m@small", "roam", "1,000", "4,096", "5,096", "5,096", "5,000", "+400.0%", "-1.9%", "-1.9%"]
 
 
 @pytest.mark.slow
