@@ -16,8 +16,11 @@ For each model and planner (``tvm-default``, ``roam``) it writes, into ``--out``
     the highest bytes live during a step, counted at the allocator in a child
     process (``roam_tvm.runtime.cpu_measure``, VM allocator ``naive``: exact sizes;
     two steps, the second with the scratch pool already filled);
-``measured_over_planned``, ``measured_over_with_scratch``
-    the ratios the README quotes.
+``measured_over_planned``, ``measured_over_with_scratch``, ``measured_over_pool``
+    the ratios the README quotes;
+``measured_pooled_bytes`` (with ``--pooled``)
+    the same under the VM's pooled allocator (TVM's default ``memory_cfg``), which
+    rounds to 4 KiB and keeps every freed storage for a later one of the same size.
 
 Each entry records its command, the versions and the machine.
 """
@@ -72,7 +75,11 @@ def measure_model(model: str, args) -> dict:
                     layout_options=limits if layout else None)
         build_s = time.perf_counter() - start
         m = measure_cpu_step(exe, step_args, ts.func_name, allocator="naive", steps=2)
-        out["planners"][planner] = {
+        extra = {}
+        if args.pooled:
+            pooled = measure_cpu_step(exe, step_args, ts.func_name, allocator="pooled", steps=2)
+            extra = {"measured_pooled_bytes": pooled.peak_bytes, "measured_pooled": pooled.to_dict()}
+        out["planners"][planner] = {**extra,
             "planned_bytes": r["peak_bytes"], "scratch_bytes": r["scratch_bytes"],
             "peak_with_scratch_bytes": r["peak_with_scratch_bytes"], "pool_peak_bytes": r["pool_peak_bytes"],
             "measured_bytes": m.peak_bytes, "measured": m.to_dict(), "build_seconds": build_s,
@@ -94,6 +101,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seq", type=int)
     ap.add_argument("--image", type=int)
     ap.add_argument("--planners", nargs="+", default=list(_PASSES), choices=list(_PASSES))
+    ap.add_argument("--pooled", action="store_true",
+                    help="also measure under the VM's pooled allocator (TVM's default; see cpu_measure)")
     ap.add_argument("--time-limit", type=float, default=10.0,
                     help="RoamOrder's and RoamLayout's time limit, seconds (as roam-tvm compare)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "measured_cpu.json"))
