@@ -2,7 +2,7 @@
 
     python benchmarks/measure_cpu.py --small mlp cnn gpt2-small        # the zoo's small configurations
     python benchmarks/measure_cpu.py --batch 1 --seq 256 gpt2-small     # GPT-2 small at 256 tokens
-    python benchmarks/measure_cpu.py --small --planners roam mlp        # one planner
+    python benchmarks/measure_cpu.py mlp --small --planners roam        # one planner (models first)
 
 For each model and planner (``tvm-default``, ``roam``) it writes, into ``--out``
 (default ``benchmarks/results/measured_cpu.json``, entries merged by key):
