@@ -27,7 +27,7 @@ def test_measured_table_puts_measured_beside_planned():
     lines = run.measured_table({"entries": {"m@small": {"planners": {"roam": entry}}}})
     assert len(lines) == 3
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
-    assert cells == ["m@small", "roam", "1,000", "4,096", "5,096", "5,096", "5,000", "+400.0%", "-1.9%", "-1.9%"]
+    assert cells == ["m@small", "roam", "1,000", "4,096", "5,096", "5,096", "5,000", "+400.0%", "-1.9%", "-1.9%", "–"]
 
 
 @pytest.mark.slow
