@@ -55,6 +55,7 @@ def test_counter_measures_argument_output_and_scratch(two_stage_exe):
     args = [np.ones((N, M), "float32")]
     naive = measure_cpu_step(two_stage_exe, args, "main", allocator="naive", steps=1)
     assert naive.resident_bytes == X_BYTES
+    assert naive.loaded_bytes == 0  # the module has no constants
     assert naive.peak_bytes == X_BYTES + OUT_BYTES + SCRATCH_BYTES
     # the workspace pool keeps its block after the kernel
     assert naive.retained_bytes[0] >= SCRATCH_BYTES

@@ -58,6 +58,9 @@ class CpuMeasurement:
     retained_bytes: list[int] = field(default_factory=list)
     allocations: int = 0            #: aligned allocations in the last step
     largest_bytes: int = 0          #: the largest one in the last step
+    #: what loading the module left live (its constants), not in ``peak_bytes``; plans count
+    #: constants as always live, so add this when comparing a whole process with a plan
+    loaded_bytes: int = 0
 
     @property
     def step_bytes(self) -> int:
@@ -155,5 +158,6 @@ def measure_cpu_step(exe, args: Sequence[np.ndarray], func: str = "train_step", 
                           allocator=allocator, threads=res["threads"],
                           step_peak_bytes=[s["peak_bytes"] for s in per_step],
                           retained_bytes=[s["retained_bytes"] for s in per_step],
-                          allocations=per_step[-1]["allocations"], largest_bytes=per_step[-1]["largest_bytes"])
+                          allocations=per_step[-1]["allocations"], largest_bytes=per_step[-1]["largest_bytes"],
+                          loaded_bytes=res["loaded_bytes"])
 
