@@ -426,7 +426,8 @@ def write_report(zoo: dict, out: str, plot_paths: list[str]) -> str:
                   "**planned + TVM's pool**: live plus what TVM's workspace pool holds (it keeps every block "
                   "between kernels and steps). **measured (CPU)**: the most bytes live during a step, every "
                   "aligned allocation of TVM's CPU runtime counted in a child process (naive VM allocator: "
-                  "exact sizes; second step, pool filled); **pooled**: the same under TVM's default VM allocator, which "
+                  "exact sizes; second step, pool filled; without the module's constants, which plans count as always "
+                  "live: a few bytes to 3 KB here, `measured_with_constants_bytes` in the JSON where recorded); **pooled**: the same under TVM's default VM allocator, which "
                   "rounds to 4 KiB and keeps freed storages for reuse by the same size. Commands: "
                   + "; ".join(f"`{e['command']}`" for e in {e['command']: e for e in data.get('entries', {}).values()}.values())
                   + ".", ""]
