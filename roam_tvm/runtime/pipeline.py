@@ -45,6 +45,8 @@ import tvm
 from tvm import relax
 
 from ..passes import RoamLayout, RoamOrder, RoamPlan
+from .schedule import robust_schedule, stock_dlight_schedule
+from .targets import as_target, is_gpu_target
 
 logger = logging.getLogger(__name__)
 
@@ -67,31 +69,6 @@ _SPBM = "StaticPlanBlockMemory"
 
 
 # --------------------------------------------------------------------------- helpers
-def as_target(target: str | tvm.target.Target | None) -> tvm.target.Target:
-    """Turn a string/Target/None (current target scope) into a Target."""
-    if target is None:
-        target = tvm.target.Target.current(allow_none=True)
-        if target is None:
-            raise ValueError(
-                "no target given and no tvm.target.Target scope is active; "
-                "pass target= or call inside `with tvm.target.Target(...)`"
-            )
-        return target
-    if isinstance(target, tvm.target.Target):
-        return target
-    if isinstance(target, str) and target.strip() == "cuda":
-        # lazily avoid a circular import: build.cuda_target lives next door
-        from .build import cuda_target  # pylint: disable=import-outside-toplevel
-
-        return cuda_target()
-    return tvm.target.Target(target)
-
-
-def is_gpu_target(target: tvm.target.Target) -> bool:
-    """True for targets whose kernels need thread binding (cuda, rocm, metal, vulkan...)."""
-    return "gpu" in target.keys
-
-
 def split_options(options: dict[str, Any]) -> tuple[dict, dict, dict]:
     """Split ``**options`` into (order_options, layout_options, rest).
 
@@ -147,12 +124,8 @@ def schedule_passes(target, schedule: str | None = "robust") -> list[tvm.transfo
     if schedule is None or not is_gpu_target(target):
         return []
     if schedule == "robust":
-        from .schedule import robust_schedule  # pylint: disable=import-outside-toplevel
-
         return [robust_schedule(target)]
     if schedule == "dlight":
-        from .schedule import stock_dlight_schedule  # pylint: disable=import-outside-toplevel
-
         return [stock_dlight_schedule()]
     raise ValueError(f"unknown schedule {schedule!r}; expected 'robust', 'dlight' or None")
 

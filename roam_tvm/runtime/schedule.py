@@ -37,6 +37,8 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.ir import IRModule
 
+from .targets import as_target, is_gpu_target
+
 logger = logging.getLogger(__name__)
 
 RULE_ATTR = "roam.schedule_rule"
@@ -373,8 +375,6 @@ def robust_schedule(target=None, rules=None, verify: bool = True) -> tvm.transfo
 
     @tvm.transform.module_pass(opt_level=0, name="RoamRobustSchedule")
     def _pass(mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
-        from .pipeline import as_target, is_gpu_target  # pylint: disable=import-outside-toplevel
-
         default_target = as_target(target) if target is not None else tvm.target.Target.current(
             allow_none=True
         )
