@@ -16,6 +16,8 @@
                               (cuda: RewriteCUDAGraph, LowerAllocTensor, KillAfterLastUse,
                               LowerRuntimeBuiltin, ComputePrimValue, VMShapeLower,
                               AttachGlobalSymbol)
+    check (GPU only)          RequireDeviceKernels: no PrimFunc touches device memory
+                              outside a thread binding
 
 ``pipeline(target, order=False, layout=False)`` is the ``tvm-default`` planner: the
 same passes as ``relax.get_default_pipeline(target)`` (TVM's per-target backend
@@ -47,6 +49,7 @@ from tvm import relax
 from ..passes import RoamLayout, RoamOrder, RoamPlan
 from .schedule import robust_schedule, stock_dlight_schedule
 from .targets import as_target, is_gpu_target
+from .verify import RequireDeviceKernels
 
 logger = logging.getLogger(__name__)
 
@@ -279,11 +282,15 @@ def pipeline(
             # function the better of (new order, program order): never worse than
             # TVM's default planner on the original order.
             plan = RoamPlan(dataflow_lower_passes(tgt), order_opts, layout_opts)
-            return (library_dispatch_passes(tgt) + legalize_passes(tgt, schedule) + [plan]
-                    + finalize_rest_passes(tgt))
-        return pre_planning_passes(
-            tgt, order=order, schedule=schedule, **order_opts
-        ) + finalize_passes(tgt, layout=layout, **layout_opts)
+            passes = (library_dispatch_passes(tgt) + legalize_passes(tgt, schedule) + [plan]
+                      + finalize_rest_passes(tgt))
+        else:
+            passes = pre_planning_passes(
+                tgt, order=order, schedule=schedule, **order_opts
+            ) + finalize_passes(tgt, layout=layout, **layout_opts)
+        # last: whatever scheduled (or did not schedule) the TIR, no GPU build may
+        # leave a PrimFunc to run on the host over device memory
+        return passes + ([RequireDeviceKernels(tgt)] if is_gpu_target(tgt) else [])
 
     name = f"RoamPipeline(order={order},layout={layout})"
     return _in_target(target, _passes, name)
