@@ -234,19 +234,18 @@ def _uses_var(expr, var) -> bool:
 
 
 # --------------------------------------------------------------------------- driver
+@tvm_ffi.register_error  # keeps its type when raised inside a pass, across the FFI
 class UnschedulableError(RuntimeError):
     """Some PrimFuncs of a GPU build got no schedule that lowers to device kernels."""
 
-    def __init__(self, names: list[str], failures: dict[str, list[str]]) -> None:
-        self.names = list(names)
-        self.failures = {n: list(failures.get(n, [])) for n in names}
-        lines = [f"  {n}: " + " | ".join(self.failures[n]) for n in self.names]
-        super().__init__(
-            f"no GPU schedule for {len(self.names)} PrimFunc(s) {self.names}; each would "
-            "otherwise run as host code over GPU memory. Why each rule failed:\n"
-            + "\n".join(lines)
-            + "\nBuild for llvm, or register a schedule for these ops."
-        )
+
+def _unschedulable(names: list[str], failures: dict[str, list[str]]) -> str:
+    lines = [f"  {n}: " + " | ".join(failures.get(n, [])) for n in names]
+    return (
+        f"no GPU schedule for {len(names)} PrimFunc(s) {names}; each would otherwise run "
+        "as host code over GPU memory. Why each rule failed:\n" + "\n".join(lines)
+        + "\nBuild for llvm, or register a schedule for these ops."
+    )
 
 
 @dataclass
@@ -394,7 +393,7 @@ def robust_schedule(target=None, rules=None, verify: bool = True) -> tvm.transfo
             logger.info("robust_schedule: %s", dict(report.counts()))
         missing = [n for n, r in report.rule_of.items() if r == "none"]
         if missing:
-            raise UnschedulableError(missing, report.failures)
+            raise UnschedulableError(_unschedulable(missing, report.failures))
         return mod
 
     return _pass

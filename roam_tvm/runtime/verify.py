@@ -24,6 +24,7 @@ __all__ = ["host_accesses", "check_lowers", "short_error", "RequireDeviceKernels
 _LOAD = tvm.ir.expr.TensorLoad  # what tirx.BufferLoad builds in TVM 0.27
 
 
+@tvm_ffi.register_error  # keeps its type when raised inside a pass, across the FFI
 class DeviceAccessError(RuntimeError):
     """A GPU build would read or write device buffers in host code."""
 
