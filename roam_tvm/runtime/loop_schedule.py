@@ -108,7 +108,7 @@ class _Binder:
 
     def bind(self, stmt):
         """One kernel for one top-level statement."""
-        if not _accesses(stmt):
+        if not _accesses(stmt) or _is_bound(stmt):
             return stmt
         loops, body = _perfect_nest(stmt)
         reasons = []
@@ -210,6 +210,16 @@ def _accesses(stmt) -> list:
         (_LOAD, lambda n: out.append((n.source, list(n.indices), False))),
     ])
     return out
+
+
+def _is_bound(stmt) -> bool:
+    """True if stmt already holds thread bindings (left as it is)."""
+    found = []
+    tvm_ffi.structural_walk(stmt, [
+        (tirx.For, lambda lp: found.append(lp) if lp.kind == tirx.ForKind.THREAD_BINDING else None),
+        (tirx.AttrStmt, lambda a: found.append(a) if a.attr_key == "thread_extent" else None),
+    ])
+    return bool(found)
 
 
 def _has_block(stmt) -> bool:
