@@ -128,7 +128,9 @@ def test_cuda_build_roam(name, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n in MODELS if n not in FAST])
-@pytest.mark.parametrize("planner_on", [False, True], ids=["tvm-default", "roam"])
+@pytest.mark.parametrize("name,planner_on",
+                         [(n, False) for n in MODELS] + [(n, True) for n in MODELS if n not in FAST],
+                         ids=[f"tvm-default-{n}" for n in MODELS]
+                         + [f"roam-{n}" for n in MODELS if n not in FAST])
 def test_cuda_build_whole_zoo(name, planner_on, tmp_path):
     _build_and_compile(name, tmp_path, planner_on)
