@@ -4,7 +4,7 @@ No GPU is needed: TVM builds and exports for CUDA without a driver, and nvcc com
 the kernels it generated. Running them needs a GPU (tests marked `cuda` in
 test_runtime_measure.py).
 
-The static checks use TVM's own analyses, not roam_tvm's (`roam_tvm.runtime.verify`
+The static checks use TVM's own analyses, not roam_tvm's (`roam_tvm.runtime.kernel_audit`
 is what they check):
 
 * TVM's analysis ``tirx.analysis.verify_memory`` (what its ``VerifyMemory`` pass enforces:

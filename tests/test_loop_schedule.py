@@ -19,7 +19,7 @@ from tvm.script import tirx as T
 from roam_tvm.runtime import build, cuda_target
 from roam_tvm.runtime.loop_schedule import LoopBindError, bind_loops
 from roam_tvm.runtime.schedule import UnschedulableError, robust_schedule
-from roam_tvm.runtime.verify import DeviceAccessError
+from roam_tvm.runtime.kernel_audit import DeviceAccessError
 
 
 @pytest.fixture(scope="module")

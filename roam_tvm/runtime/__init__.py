@@ -22,7 +22,7 @@ from .pipeline import (
 from .pipeline import pipeline
 from .pipeline import pipeline as roam_pipeline
 from .schedule import UnschedulableError, robust_schedule, stock_dlight_schedule
-from .verify import DeviceAccessError, RequireDeviceKernels
+from .kernel_audit import DeviceAccessError, RequireDeviceKernels
 
 __all__ = [
     "build",

@@ -49,7 +49,7 @@ from tvm import relax
 from ..passes import RoamLayout, RoamOrder, RoamPlan
 from .schedule import robust_schedule, stock_dlight_schedule
 from .targets import as_target, is_gpu_target
-from .verify import RequireDeviceKernels
+from .kernel_audit import RequireDeviceKernels
 
 logger = logging.getLogger(__name__)
 

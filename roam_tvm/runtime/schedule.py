@@ -41,7 +41,7 @@ from tvm.ir import IRModule
 
 from .loop_schedule import LOOPS_RULE, LoopBindError, bind_loops
 from .targets import as_target, is_gpu_target
-from .verify import check_lowers, host_accesses, short_error
+from .kernel_audit import check_lowers, host_accesses, short_error
 
 logger = logging.getLogger(__name__)
 
