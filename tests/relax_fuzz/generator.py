@@ -93,13 +93,17 @@ class Case:
 
 
 def kernel_dims(rows, layout: str) -> list[str]:
-    """The TVMScript text of ``dims(rows, layout)`` for the in-place kernels."""
-    if rows == "n":
-        r, flat, twice = "n", "n * T.int64(64)", "n * T.int64(2)"
-    else:
-        r, flat, twice = f"T.int64({rows})", f"T.int64({rows * COLS})", f"T.int64({rows * 2})"
+    """The TVMScript shape of the in-place kernel for ``dims(rows, layout)``.
+
+    Symbolic kernels take their first dimension as a free ``n`` of their own
+    (TIR cannot bind ``n`` from a buffer of ``n * 64``); they are elementwise,
+    so any first dimension is right.
+    """
     c = lambda v: f"T.int64({v})"  # noqa: E731
-    return {"2d": [r, c(COLS)], "1d": [flat], "3d": [r, c(8), c(8)], "2d32": [twice, c(32)]}[layout]
+    if rows == "n":
+        return {"2d": ["n", c(COLS)], "1d": ["n"], "3d": ["n", c(8), c(8)], "2d32": ["n", c(32)]}[layout]
+    return {"2d": [c(rows), c(COLS)], "1d": [c(rows * COLS)], "3d": [c(rows), c(8), c(8)],
+            "2d32": [c(rows * 2), c(32)]}[layout]
 
 
 class _Gen:
@@ -120,7 +124,7 @@ class _Gen:
         self.next_group = 0
         self.kernels: dict = {}
         self.used: set = set()
-        self.in_dataflow = False
+        self.capacity = r.randint(3, 7)
 
     # ------------------------------------------------------------ helpers
     def group(self) -> frozenset:
@@ -344,6 +348,16 @@ class _Gen:
             self.op_check_device(self.pick([v for v in tensors if v.dev == 1]))
         else:
             getattr(self, "op_" + name)(self.pick(tensors))
+        self.forget()
+
+    def forget(self) -> None:
+        """Drop old values beyond the pool's capacity: they die at their last read so far.
+
+        A small pool makes values die early, so storage is reused while views,
+        tuples and in-place results of them are still read.
+        """
+        while len(self.pool) > self.capacity:
+            self.pool.pop(self.rng.randrange(len(self.pool) - 1))
 
     def flush(self) -> None:
         """End a dataflow block: every value still readable becomes a block output."""
