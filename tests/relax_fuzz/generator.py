@@ -29,6 +29,7 @@ SAME_SIZE = {"float32": "int32", "int32": "float32", "float16": "int16", "int16"
              "int8": "uint8", "uint8": "int8"}
 LAYOUTS = ("2d", "1d", "3d", "2d32")  # shapes of `rows * 64` elements
 COLS = 64
+DEV1_DTYPE = "float64"  # the only dtype on the second device (see _Gen.op_device)
 
 
 @dataclass(frozen=True)
@@ -110,8 +111,11 @@ class _Gen:
     def __init__(self, seed: int, feats: Features):
         self.seed = seed
         self.rng = random.Random(seed)
-        self.f = feats
         r = self.rng
+        on = [n for n in Features.names() if getattr(feats, n)]
+        if len(on) > 2:  # each case uses a random part of the features, so that each one is dense somewhere
+            feats = replace(feats, **{n: r.random() < 0.65 for n in on})
+        self.f = feats
         self.sym = feats.symbolic and r.random() < 0.3
         self.two_dev = feats.devices and r.random() < 0.4
         self.use_if = feats.control_flow and r.random() < 0.4
@@ -186,6 +190,8 @@ class _Gen:
         return self.tensor_val(self.emit(fn(a.var, bvar), "b"), self.group(), a)
 
     def op_cast(self, a: Val) -> Val:
+        if a.dev == 1:  # device 1 keeps one dtype
+            return self.op_unary(a)
         dtype = self.rng.choice([d for d in DTYPES if d != a.dtype])
         self.used.add("astype")
         return self.tensor_val(self.emit(relax.op.astype(a.var, dtype), "cast"), self.group(), a, dtype=dtype)
@@ -213,7 +219,7 @@ class _Gen:
             var = self.emit(relax.op.memory.ensure_zero_offset(raw), "hz")
             self.used.update(["memory.view(offset)", "ensure_zero_offset"])
             return self.tensor_val(var, a.groups, a, rows=rows, layout="1d")
-        dtype = SAME_SIZE[a.dtype] if self.f.dtypes else a.dtype
+        dtype = SAME_SIZE[a.dtype] if self.f.dtypes and a.dev == 0 else a.dtype
         var = self.emit(relax.op.memory.view(a.var, self.dims(a.rows, a.layout), dtype), "view")
         self.used.add("memory.view")
         return self.tensor_val(var, a.groups, a, dtype=dtype)
@@ -274,10 +280,18 @@ class _Gen:
         return self.tensor_val(self.emit(relax.op.add(view, a.var), "xsum"), self.group(), a)
 
     def op_device(self, a: Val) -> Val:
+        """Copy to the other device, and cast at once: device 1 holds ``DEV1_DTYPE`` only.
+
+        StaticPlanBlockMemory (TVM 0.27) reuses a storage of one device for a
+        tensor of another when their dtypes match (the kernel then fails its
+        device check), so the generator keeps the devices' dtypes apart.
+        """
         dev = 1 - a.dev
-        var = self.emit(relax.op.to_vdevice(a.var, self.vdevs[dev]), "todev")
+        moved = self.emit(relax.op.to_vdevice(a.var, self.vdevs[dev]), "todev")
+        dtype = DEV1_DTYPE if dev == 1 else self.rng.choice(DTYPES if self.f.dtypes else ("float32",))
+        var = self.emit(relax.op.astype(moved, dtype), "cast")
         self.used.add("to_vdevice")
-        return self.tensor_val(var, self.group(), a, dev=dev)
+        return self.tensor_val(var, self.group(), a, dev=dev, dtype=dtype)
 
     def op_check_device(self, a: Val) -> None:
         self.emit(relax.op.call_pure_packed("roam_fuzz.expect_device", a.var,
