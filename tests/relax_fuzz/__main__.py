@@ -7,6 +7,7 @@ prints the Relax script).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
@@ -26,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-isolate", action="store_true", help="run in this process (a crash ends the run)")
     ap.add_argument("--show", action="store_true", help="print the Relax script of failing cases")
     ap.add_argument("--quiet", action="store_true", help="print failures and the summary only")
+    ap.add_argument("--json", default=None, help="also write every result (seed, status, problems) to this file")
     args = ap.parse_args(argv)
     if args.count < 1:
         ap.error(f"--count must be at least 1, got {args.count}")
@@ -44,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     seeds = range(args.seed, args.seed + args.count)
     results = run_many(seeds, features, args.time_limit, not args.no_checker, not args.no_isolate, show)
     print(summary(results, time.perf_counter() - start))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump([{k: v for k, v in vars(r).items() if k != "script"} for r in results], out, indent=1)
     for key, seeds_ in by_symptom(results).items():
         print(f"  {len(seeds_)}x {key}: seeds {' '.join(map(str, seeds_[:20]))}")
     return 0 if all(r.status == "ok" for r in results) else 1

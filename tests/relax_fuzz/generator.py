@@ -150,6 +150,12 @@ class _Gen:
     def tensors(self, pred=lambda v: True) -> list[Val]:
         return [v for v in self.pool if not v.is_tuple and pred(v)]
 
+    def some_tensor(self) -> Val:
+        """A readable tensor; taken out of a tuple if only tuples are left."""
+        while not self.tensors():
+            self.op_getitem(self.pick([v for v in self.pool if v.is_tuple]))
+        return self.pick(self.tensors())
+
     def pick(self, vals: list[Val]) -> Val:
         # Prefer recent values, but keep old ones alive now and then (long lifetimes).
         k = len(vals)
@@ -395,7 +401,7 @@ class _Gen:
     def outputs(self, param_groups: frozenset) -> relax.Expr:
         cands = [v for v in self.pool if self.f.alias_outputs or not (v.groups & param_groups)]
         if not cands:
-            self.op_unary(self.pick(self.tensors()))
+            self.op_unary(self.some_tensor())
             cands = [self.pool[-1]]
         outs = [cands[-1]] + self.rng.sample(cands, min(len(cands), self.rng.randint(0, 2)))
         if len(outs) == 1:
@@ -416,7 +422,7 @@ class _Gen:
                         self.step()
                     self.flush()
                 if flag is not None and self.rng.random() < 0.7:
-                    self.op_if(flag, self.pick(self.tensors()))
+                    self.op_if(flag, self.some_tensor())
             out = self.outputs(param_groups)
             self.bb.emit_func_output(out)
         mod = self.bb.get()
