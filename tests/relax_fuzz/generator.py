@@ -36,7 +36,7 @@ DEV1_DTYPE = "float64"  # the only dtype on the second device (see _Gen.op_devic
 class Features:
     """Which constructs the generator may use (each one switchable)."""
 
-    views: bool = True            # R.reshape, R.memory.view (+ ensure_zero_offset)
+    views: bool = True            # R.reshape, R.memory.view (+ ensure_zero_offset), match_cast
     builtin_reshape: bool = True  # R.call_pure_packed("vm.builtin.reshape", ...)
     tuples: bool = True           # tuples, nested tuples, TupleGetItem
     inplace: bool = True          # R.call_tir_inplace (one and two outputs)
@@ -332,7 +332,15 @@ class _Gen:
             then, other = other, then
         var = self.emit(relax.If(flag, then, other), "sel")
         self.used.add("If")
+        if var.ty.shape is None:  # the join of symbolic branches can lose the shape
+            var = self.bb.match_cast(var, self.ty(a.rows, a.layout, a.dtype, a.dev), name_hint="mc")
+            self.used.add("match_cast")
         return self.tensor_val(var, groups | self.group(), a)
+
+    def op_match_cast(self, a: Val) -> Val:
+        var = self.bb.match_cast(a.var, self.ty(a.rows, a.layout, a.dtype, a.dev), name_hint="mc")
+        self.used.add("match_cast")
+        return self.tensor_val(var, a.groups, a)
 
     # ------------------------------------------------------------ driver
     def step(self) -> None:
@@ -349,6 +357,7 @@ class _Gen:
             actions["reshape"] = 2
         if f.views:
             actions["view"] = 1.5
+            actions["match_cast"] = 0.5
         if f.tuples:
             actions["tuple"] = 1.5
             if tuples:

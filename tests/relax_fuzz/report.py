@@ -41,6 +41,9 @@ def summary(results: list[Result], seconds: float) -> str:
              + ", ".join(f"{n} {s}" for s, n in sorted(by_status.items()))]
     for key, n in sorted(layout_statuses(results).items()):
         lines.append(f"  {key}: {n}")
+    unverified = sum(any("checker: cannot verify" in n for n in r.notes) for r in results)
+    if unverified:
+        lines.append(f"  checker could not verify {unverified} function(s) (\"cannot verify: ...\" notes)")
     if any("checker: roam_tvm.verify is not importable" in n for r in results for n in r.notes):
         lines.append("  note: roam_tvm.verify is not importable yet; plans were not checked by it")
     bad = [r for r in results if r.status != "ok"]
