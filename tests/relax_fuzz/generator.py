@@ -161,6 +161,12 @@ class _Gen:
         k = len(vals)
         return vals[min(k - 1, int(k * self.rng.random() ** 0.5))]
 
+    def outlive(self, src: Val, view: Val) -> Val:
+        """Half the time, ``src`` is read no more: only ``view`` keeps its bytes alive."""
+        if self.rng.random() < 0.5 and src in self.pool:
+            self.pool.remove(src)
+        return view
+
     def retire(self, groups: frozenset) -> None:
         self.pool = [v for v in self.pool if not (v.groups & groups)]
 
@@ -205,14 +211,14 @@ class _Gen:
     def op_reshape(self, a: Val) -> Val:
         layout = self.rng.choice([x for x in LAYOUTS if x != a.layout])
         shape = self.dims(a.rows, layout)
-        if self.f.builtin_reshape and (not self.f.views or self.rng.random() < 0.4):
+        if self.f.builtin_reshape and (not self.f.views or self.rng.random() < 0.5):
             call = relax.op.call_pure_packed("vm.builtin.reshape", a.var, relax.ShapeExpr(shape),
                                              ty_args=self.ty(a.rows, layout, a.dtype, a.dev))
             self.used.add("vm.builtin.reshape")
         else:
             call = relax.op.reshape(a.var, shape)
             self.used.add("reshape")
-        return self.tensor_val(self.emit(call, "rs"), a.groups, a, layout=layout)
+        return self.outlive(a, self.tensor_val(self.emit(call, "rs"), a.groups, a, layout=layout))
 
     def op_view(self, a: Val) -> Val:
         halves = isinstance(a.rows, int) and a.rows % 2 == 0 and self.rng.random() < 0.5
@@ -224,11 +230,11 @@ class _Gen:
                 tirx.IntImm("int64", offset))), "half")
             var = self.emit(relax.op.memory.ensure_zero_offset(raw), "hz")
             self.used.update(["memory.view(offset)", "ensure_zero_offset"])
-            return self.tensor_val(var, a.groups, a, rows=rows, layout="1d")
+            return self.outlive(a, self.tensor_val(var, a.groups, a, rows=rows, layout="1d"))
         dtype = SAME_SIZE[a.dtype] if self.f.dtypes and a.dev == 0 else a.dtype
         var = self.emit(relax.op.memory.view(a.var, self.dims(a.rows, a.layout), dtype), "view")
         self.used.add("memory.view")
-        return self.tensor_val(var, a.groups, a, dtype=dtype)
+        return self.outlive(a, self.tensor_val(var, a.groups, a, dtype=dtype))
 
     def op_tuple(self, a: Val) -> Val:
         others = [v for v in self.pool if v is not a]
@@ -248,7 +254,7 @@ class _Gen:
         self.used.add("TupleGetItem")
         val = replace(src, var=var)
         self.pool.append(val)
-        return val
+        return self.outlive(t, val)
 
     def op_inplace(self, a: Val) -> Val:
         partners = self.tensors(lambda v: v.key() == a.key())
@@ -340,7 +346,7 @@ class _Gen:
     def op_match_cast(self, a: Val) -> Val:
         var = self.bb.match_cast(a.var, self.ty(a.rows, a.layout, a.dtype, a.dev), name_hint="mc")
         self.used.add("match_cast")
-        return self.tensor_val(var, a.groups, a)
+        return self.outlive(a, self.tensor_val(var, a.groups, a))
 
     # ------------------------------------------------------------ driver
     def step(self) -> None:
@@ -354,7 +360,7 @@ class _Gen:
         if f.dtypes:
             actions["cast"] = 1
         if f.views or f.builtin_reshape:
-            actions["reshape"] = 2
+            actions["reshape"] = 2.5
         if f.views:
             actions["view"] = 1.5
             actions["match_cast"] = 0.5

@@ -133,11 +133,17 @@ def differences(ref: list[np.ndarray], got: list[np.ndarray], n_outputs: int) ->
 
 
 def plan_checker():
-    """``roam_tvm.verify.check_plan`` if it is installed yet, else ``None``."""
+    """``roam_tvm.verify.check_plan`` if it is installed yet, else ``None``.
+
+    Only a missing ``roam_tvm.verify`` means "not there yet"; any other import
+    error is the checker's own and is raised.
+    """
     try:
         from roam_tvm.verify import check_plan  # pylint: disable=import-outside-toplevel
-    except ImportError:
-        return None
+    except ModuleNotFoundError as err:
+        if err.name in ("roam_tvm.verify", "roam_tvm"):
+            return None
+        raise
     return check_plan
 
 
@@ -231,7 +237,11 @@ def run_case(case: Case, time_limit: float = 1.0, checker: bool = True,
 
 
 def _check(low: tvm.IRModule, planned: tvm.IRModule, name: str, res: Result) -> None:
-    check_plan = plan_checker()
+    try:
+        check_plan = plan_checker()
+    except Exception as err:  # noqa: BLE001
+        res.fail("fail", f"{name}: the checker does not import: {_short(err)}")
+        return
     if check_plan is None:
         if not any("checker" in n for n in res.notes):
             res.notes.append("checker: roam_tvm.verify is not importable yet; plan check skipped")
