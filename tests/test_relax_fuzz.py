@@ -62,7 +62,7 @@ def test_fuzz_many():
 REQUIRED = {"reshape", "memory.view", "memory.view(offset)", "ensure_zero_offset", "vm.builtin.reshape",
             "tuple", "nested tuple", "TupleGetItem", "call_tir_inplace", "call_tir_inplace (2 outputs)",
             "call_dps_packed", "call_pure_packed view", "If", "2 devices", "to_vdevice", "expect_device",
-            "symbolic", "astype", "match_cast"}
+            "symbolic", "astype", "match_cast", "nested TupleGetItem"}
 
 
 def test_default_seeds_cover_every_construct():
@@ -80,7 +80,7 @@ def test_same_seed_same_function():
 @pytest.mark.parametrize("name", Features.names())
 def test_each_feature_switches_off(name):
     marks = {"views": {"reshape", "memory.view", "memory.view(offset)", "match_cast"}, "builtin_reshape": {"vm.builtin.reshape"},
-             "tuples": {"tuple", "nested tuple", "TupleGetItem"},
+             "tuples": {"tuple", "nested tuple", "TupleGetItem", "nested TupleGetItem"},
              "inplace": {"call_tir_inplace", "call_tir_inplace (2 outputs)"},
              "externs": {"call_dps_packed", "call_pure_packed view"}, "control_flow": {"If"},
              "devices": {"2 devices", "to_vdevice"}, "symbolic": {"symbolic"}, "dtypes": {"astype"}}

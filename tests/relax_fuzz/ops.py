@@ -168,24 +168,36 @@ class Ops:
         return self.outlive(a, self.tensor_val(var, a.groups, a, dtype=dtype))
 
     def op_tuple(self, a: Val) -> Val:
+        """A tuple of ``a`` and one or two other values; half the time nested one level more."""
         others = [v for v in self.pool if v is not a]
         members = [a] + self.rng.sample(others, min(len(others), self.rng.randint(1, 2)))
         self.rng.shuffle(members)
-        var = self.emit(relax.Tuple([m.var for m in members]), "tup")
-        groups = frozenset().union(*(m.groups for m in members))
-        self.used.add("nested tuple" if any(m.is_tuple for m in members) else "tuple")
-        val = Val(var, groups, fields=members)
+        if len(members) > 1 and self.rng.random() < 0.5:
+            k = self.rng.randrange(len(members) - 1)
+            inner = self.make_tuple(members[k:k + 2])
+            members[k:k + 2] = [inner]
+        val = self.make_tuple(members)
         self.pool.append(val)
         return val
 
+    def make_tuple(self, members: list[Val]) -> Val:
+        var = self.emit(relax.Tuple([m.var for m in members]), "tup")
+        self.used.add("nested tuple" if any(m.is_tuple for m in members) else "tuple")
+        return Val(var, frozenset().union(*(m.groups for m in members)), fields=members)
+
     def op_getitem(self, t: Val) -> Val:
+        """``t[i]``; a tuple field is indexed again most of the time (``t[i][j]``)."""
         i = self.rng.randrange(len(t.fields))
         src = t.fields[i]
         var = self.emit(relax.TupleGetItem(t.var, i), "gi")
         self.used.add("TupleGetItem")
         val = replace(src, var=var)
         self.pool.append(val)
-        return self.outlive(t, val)
+        self.outlive(t, val)
+        if val.is_tuple and self.rng.random() < 0.7:
+            self.used.add("nested TupleGetItem")
+            return self.op_getitem(val)
+        return val
 
     def op_inplace(self, a: Val) -> Val:
         partners = self.tensors(lambda v: v.key() == a.key())
