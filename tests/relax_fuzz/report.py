@@ -41,6 +41,10 @@ def summary(results: list[Result], seconds: float) -> str:
              + ", ".join(f"{n} {s}" for s, n in sorted(by_status.items()))]
     for key, n in sorted(layout_statuses(results).items()):
         lines.append(f"  {key}: {n}")
+    flagged = sum(any(n.startswith("static: checker:") and "cannot verify" not in n for n in r.notes)
+                  for r in results)
+    if flagged:
+        lines.append(f"  checker flagged StaticPlanBlockMemory's own plan on {flagged} function(s) (notes)")
     unverified = sum(any("checker: cannot verify" in n for n in r.notes) for r in results)
     if unverified:
         lines.append(f"  checker could not verify {unverified} function(s) (\"cannot verify: ...\" notes)")
