@@ -11,6 +11,7 @@ Default suite: ``DEFAULT_COUNT`` seeds from 0. ``--runslow``: ROAM_FUZZ_COUNT
 seeds (default 1000) from ROAM_FUZZ_SEED (default 0).
 """
 import os
+import time
 
 import pytest
 import tvm
@@ -28,8 +29,6 @@ DEFAULT_SEEDS = range(DEFAULT_COUNT)
 @pytest.fixture(scope="module")
 def default_results():
     """The default seeds, run once in a child process (a crash is a result, not the end)."""
-    import time
-
     start = time.perf_counter()
     results = {r.seed: r for r in run_many(DEFAULT_SEEDS, time_limit=1.0)}
     print("\n" + summary(list(results.values()), time.perf_counter() - start))
@@ -48,8 +47,6 @@ def test_fuzz_many():
     first = int(os.environ.get("ROAM_FUZZ_SEED", "0"))
     print(f"\nrelax fuzz: {count} functions, seeds {first}..{first + count - 1} "
           f"(ROAM_FUZZ_COUNT / ROAM_FUZZ_SEED)")
-    import time
-
     start = time.perf_counter()
     results = run_many(range(first, first + count), time_limit=1.0)
     text = summary(results, time.perf_counter() - start)

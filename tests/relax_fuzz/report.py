@@ -18,6 +18,7 @@ def describe(res: Result, features: Features = Features(), script: bool = True) 
     """A failing case: seed, constructs, problems, reproduction, and the Relax script."""
     lines = [f"seed {res.seed}: {res.status} (constructs: {', '.join(res.used) or '?'})"]
     lines += [f"  - {p}" for p in res.problems]
+    lines += ["  " + n.replace("\n", "\n    ") for n in res.notes if "traceback" in n][:1]
     lines.append(f"  reproduce: {repro_command(res.seed, features)}")
     if script and res.script:
         lines += ["  Relax script (before lowering):", res.script]
