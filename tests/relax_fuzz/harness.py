@@ -195,45 +195,54 @@ def run_case(case: Case, time_limit: float = 1.0, checker: bool = True,
     like the roam planners.
     """
     custom = dict(custom or {})
-    judged = ROAM_PLANNERS + tuple(custom)
     register_externs()
     start = time.perf_counter()
     res = Result(case.seed, sorted(case.used), script=case.mod.script())
-    n_out = None
     try:
         low = lower(case.mod)
     except Exception as err:  # noqa: BLE001 - every failure is reported with its seed
         res.fail("generator", f"lowering: {_short(err)}")
         return res
+    judged = ROAM_PLANNERS + tuple(custom)
+    values = _run_planners(case, low, tuple(planners) + tuple(custom), judged, time_limit, checker, custom, res)
+    _compare(values, len(case.inputs), judged, res)
+    res.seconds = time.perf_counter() - start
+    return res
+
+
+def _run_planners(case: Case, low: tvm.IRModule, names: tuple[str, ...], judged: tuple[str, ...],
+                  time_limit: float, checker: bool, custom: dict, res: Result) -> dict[str, list[np.ndarray]]:
+    """Plan (and check) with each planner, then build and run; failures go into ``res``."""
     values = {}
     linker = Linker()
-    for name in tuple(planners) + tuple(custom):
+    for name in names:
         stage = "plan"
         try:
             planned = _plan(low, name, time_limit, res, custom)
+            if checker and (name in judged or name == "static"):
+                _check(low, planned, name, res, judge=name != "static")
             stage = "build/run"
             values[name] = build_and_run(planned, case.inputs, linker)
         except Exception as err:  # noqa: BLE001
-            status = "fail" if name in judged else "generator"
-            res.fail(status, f"{name}: {stage}: {_short(err)}")
+            res.fail("fail" if name in judged else "generator", f"{name}: {stage}: {_short(err)}")
             if name in judged:
                 res.notes.append(f"{name}: traceback: {traceback.format_exc(limit=-3)}")
-            continue
-        if n_out is None:
-            n_out = len(values[name]) - len(case.inputs)
-        if checker and (name in judged or name == "static"):
-            _check(low, planned, name, res, judge=name != "static")
+    return values
+
+
+def _compare(values: dict[str, list[np.ndarray]], n_inputs: int, judged: tuple[str, ...], res: Result) -> None:
+    """StaticPlanBlockMemory against no plan (the generator's check), then each judged planner against it."""
     ref = values.get("static")
-    if "none" in values and ref is not None:
+    if ref is None:
+        return
+    n_out = len(ref) - n_inputs
+    if "none" in values:
         for d in differences(values["none"], ref, n_out):
             res.fail("generator", f"static vs none: {d}")
-    if ref is not None:
-        for name in judged:
-            if name in values:
-                for d in differences(ref, values[name], n_out):
-                    res.fail("fail", f"{name}: {d}")
-    res.seconds = time.perf_counter() - start
-    return res
+    for name in judged:
+        if name in values:
+            for d in differences(ref, values[name], n_out):
+                res.fail("fail", f"{name}: {d}")
 
 
 def _check(low: tvm.IRModule, planned: tvm.IRModule, name: str, res: Result, judge: bool = True) -> None:
