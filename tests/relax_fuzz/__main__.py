@@ -12,6 +12,7 @@ import sys
 import time
 
 from .generator import Features
+from .harness import ALL_PLANNERS, RAW_PLANNER
 from .report import by_symptom, describe, summary
 from .runner import run_many
 
@@ -23,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=None, help=f"features to keep, comma-separated: {','.join(Features.names())}")
     ap.add_argument("--disable", default=None, help="features to turn off, comma-separated")
     ap.add_argument("--time-limit", type=float, default=1.0, help="solver seconds for RoamOrder/RoamLayout")
+    ap.add_argument("--raw", action="store_true",
+                    help="also judge RoamLayout(never_worse=False): roam's own plan even where TVM's is kept")
     ap.add_argument("--no-checker", action="store_true", help="skip roam_tvm.verify.check_plan")
     ap.add_argument("--no-isolate", action="store_true", help="run in this process (a crash ends the run)")
     ap.add_argument("--show", action="store_true", help="print the Relax script of failing cases")
@@ -44,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.perf_counter()
     seeds = range(args.seed, args.seed + args.count)
-    results = run_many(seeds, features, args.time_limit, not args.no_checker, not args.no_isolate, show)
+    planners = ALL_PLANNERS + ((RAW_PLANNER,) if args.raw else ())
+    results = run_many(seeds, features, args.time_limit, not args.no_checker, not args.no_isolate, show, planners)
     print(summary(results, time.perf_counter() - start))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:

@@ -10,6 +10,9 @@ TVM's finalize passes for llvm:
   planner supports, which is a generator bug (status ``generator``).
 * ``layout``: ``RoamLayout()``.
 * ``order+layout``: ``Sequential([RoamOrder(...), RoamLayout()])``.
+* ``layout(raw)`` (opt-in, ``--raw``): ``RoamLayout(never_worse=False)``, roam's
+  own plan even where the guard would keep TVM's; a wrong plan hidden by the
+  guard shows here.
 
 The roam planners must give outputs, and inputs updated in place, that are
 bit-identical to ``static``'s, and (where ``roam_tvm.verify`` exists) plans
@@ -36,6 +39,7 @@ LLVM = tvm.target.Target("llvm")
 REFERENCE_PLANNERS = ("none", "static")
 ROAM_PLANNERS = ("layout", "order+layout")
 ALL_PLANNERS = REFERENCE_PLANNERS + ROAM_PLANNERS
+RAW_PLANNER = "layout(raw)"  # RoamLayout(never_worse=False): roam's own plan, never TVM's (opt-in)
 
 
 def lower(mod: tvm.IRModule) -> tvm.IRModule:
@@ -58,10 +62,12 @@ def planner_pass(name: str, time_limit: float) -> tvm.transform.Pass | None:
         return relax.transform.StaticPlanBlockMemory()
     if name == "layout":
         return RoamLayout(time_limit=time_limit)
+    if name == RAW_PLANNER:
+        return RoamLayout(time_limit=time_limit, never_worse=False)
     if name == "order+layout":
         return tvm.transform.Sequential([RoamOrder(time_limit=time_limit, jobs=1, progress=False),
                                          RoamLayout(time_limit=time_limit)])
-    raise ValueError(f"unknown planner {name!r}; expected none, static, layout or order+layout")
+    raise ValueError(f"unknown planner {name!r}; expected none, static, layout, order+layout or {RAW_PLANNER}")
 
 
 def _finalize() -> list[tvm.transform.Pass]:
@@ -178,7 +184,7 @@ def _plan(low: tvm.IRModule, name: str, time_limit: float, res: Result, custom: 
         warnings.simplefilter("always")
         planned = p(low)
     res.notes.extend(f"{name}: {w.message}" for w in caught if "Roam" in str(w.message))
-    if name in ROAM_PLANNERS:
+    if name not in REFERENCE_PLANNERS and name not in custom:
         from roam_tvm.passes import latest_layout  # pylint: disable=import-outside-toplevel
 
         rec = latest_layout("main")
@@ -203,7 +209,7 @@ def run_case(case: Case, time_limit: float = 1.0, checker: bool = True,
     except Exception as err:  # noqa: BLE001 - every failure is reported with its seed
         res.fail("generator", f"lowering: {_short(err)}")
         return res
-    judged = ROAM_PLANNERS + tuple(custom)
+    judged = tuple(p for p in planners if p not in REFERENCE_PLANNERS) + tuple(custom)
     values = _run_planners(case, low, tuple(planners) + tuple(custom), judged, time_limit, checker, custom, res)
     _compare(values, len(case.inputs), judged, res)
     res.seconds = time.perf_counter() - start

@@ -32,10 +32,10 @@ def _pool() -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
 
 
-def _crash_result(seed: int, features: Features, time_limit: float) -> Result:
+def _crash_result(seed: int, features: Features, time_limit: float, planners: tuple[str, ...]) -> Result:
     """Which planner's process dies on ``seed``? Each is tried alone in a fresh child."""
     res = Result(seed, [])
-    for name in ALL_PLANNERS:
+    for name in planners:
         planners = ("none", "static", name) if name not in REFERENCE_PLANNERS else (name,)
         with _pool() as pool:
             try:
@@ -54,7 +54,8 @@ def _crash_result(seed: int, features: Features, time_limit: float) -> Result:
 
 def run_many(seeds: Iterable[int], features: Features = Features(), time_limit: float = 1.0,
              checker: bool = True, isolate: bool = True,
-             on_result: Callable[[Result], None] | None = None) -> list[Result]:
+             on_result: Callable[[Result], None] | None = None,
+             planners: tuple[str, ...] = ALL_PLANNERS) -> list[Result]:
     """Run every seed; ``on_result`` sees each result as it comes."""
     results = []
     pool = _pool() if isolate else None
@@ -62,13 +63,13 @@ def run_many(seeds: Iterable[int], features: Features = Features(), time_limit: 
         for seed in seeds:
             start = time.perf_counter()
             if pool is None:
-                res = one_case(seed, features, time_limit, checker)
+                res = one_case(seed, features, time_limit, checker, planners)
             else:
                 try:
-                    res = pool.submit(one_case, seed, features, time_limit, checker).result()
+                    res = pool.submit(one_case, seed, features, time_limit, checker, planners).result()
                 except BrokenProcessPool:
                     pool.shutdown(wait=False)
-                    res = _crash_result(seed, features, time_limit)
+                    res = _crash_result(seed, features, time_limit, planners)
                     pool = _pool()
             res.seconds = time.perf_counter() - start
             results.append(res)
