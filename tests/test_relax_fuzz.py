@@ -59,7 +59,8 @@ def test_fuzz_many():
 REQUIRED = {"reshape", "memory.view", "memory.view(offset)", "ensure_zero_offset", "vm.builtin.reshape",
             "tuple", "nested tuple", "TupleGetItem", "call_tir_inplace", "call_tir_inplace (2 outputs)",
             "call_dps_packed", "call_pure_packed view", "If", "2 devices", "to_vdevice", "expect_device",
-            "symbolic", "astype", "match_cast", "nested TupleGetItem"}
+            "symbolic", "astype", "match_cast", "nested TupleGetItem",
+            "output aliases input"}
 
 
 def test_default_seeds_cover_every_construct():
@@ -80,7 +81,8 @@ def test_each_feature_switches_off(name):
              "tuples": {"tuple", "nested tuple", "TupleGetItem", "nested TupleGetItem"},
              "inplace": {"call_tir_inplace", "call_tir_inplace (2 outputs)"},
              "externs": {"call_dps_packed", "call_pure_packed view"}, "control_flow": {"If"},
-             "devices": {"2 devices", "to_vdevice"}, "symbolic": {"symbolic"}, "dtypes": {"astype"}}
+             "devices": {"2 devices", "to_vdevice"}, "symbolic": {"symbolic"}, "dtypes": {"astype"},
+             "alias_outputs": {"output aliases input"}}
     feats = Features.parse(disable=name)
     used = set().union(*(generate(s, feats).used for s in range(15)))
     assert not used & marks.get(name, set())

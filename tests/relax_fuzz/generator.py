@@ -151,11 +151,14 @@ class _Gen(Ops):
         return params, flag
 
     def outputs(self, param_groups: frozenset) -> relax.Expr:
+        """One to three readable values (a tuple, maybe nested); inputs among them only with alias_outputs."""
         cands = [v for v in self.pool if self.f.alias_outputs or not (v.groups & param_groups)]
         if not cands:
             self.op_unary(self.some_tensor())
             cands = [self.pool[-1]]
         outs = [cands[-1]] + self.rng.sample(cands, min(len(cands), self.rng.randint(0, 2)))
+        if any(o.groups & param_groups for o in outs):
+            self.used.add("output aliases input")
         if len(outs) == 1:
             return outs[0].var
         exprs = [o.var for o in outs]

@@ -21,7 +21,7 @@ SAME_SIZE = {"float32": "int32", "int32": "float32", "float16": "int16", "int16"
              "int8": "uint8", "uint8": "int8"}
 LAYOUTS = ("2d", "1d", "3d", "2d32")  # shapes of `rows * 64` elements
 COLS = 64
-DEV1_DTYPE = "float64"  # the only dtype on the second device (see _Gen.op_device)
+DEV1_DTYPE = "float64"  # the only dtype on the second device (see Ops.op_device)
 
 
 @dataclass(eq=False)  # values are compared by identity
