@@ -1,0 +1,243 @@
+"""Fit a training step under a byte budget by recomputing forward activations (no TVM).
+
+Method: one greedy path, cut by the budget
+-------------------------------------------
+Start from the unbudgeted step (``g`` in roam's order, no copies). At each
+step, every root live across a peak step but not used there is a candidate
+for :func:`~roam_tvm.remat.state.split` (recompute it for its users after that
+step). Each candidate is simulated exactly; a candidate *improves* when it
+lowers ``(peak, number of steps at the peak)`` lexicographically. Among the
+improving ones, the one lowering the peak most per unit of added cost is
+taken; when none lowers the peak, the cheapest one that removes a peak step.
+The path ends when nothing improves: its last peak is the *floor*.
+
+The path does not depend on the budget. The plan for budget ``B`` is the
+first state on the path whose peak is ``<= B``. A larger budget is met at the
+same state or an earlier one, and costs only grow along the path, so **a
+larger budget never costs more recomputation**, whatever the budgets asked
+and in whatever order. Peaks never rise along the path either.
+
+Exactness: the returned plan is rebuilt as a :class:`~roam_tvm.graph.model.Graph`
+whose ``check_order`` and ``peak`` (the project's simulator) must agree with
+the planner's own count, and the peak is ``<= budget`` by construction.
+
+Order: the copies are inserted into the base order (roam's unbudgeted
+order), each just before its first reader; the other ops keep their order.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..graph.model import Graph, GraphError
+from .budget import Budget, format_bytes, resolve_budget
+from .cost import op_costs
+from .floor import BudgetError, Floor, always_live_parts, lower_bound
+from .state import State, initial_state, liveness, split, splittable
+
+__all__ = ["RematPlan", "RematPlanner", "plan_remat"]
+
+
+@dataclass
+class RematPlan:
+    """A step that fits a budget.
+
+    Attributes
+    ----------
+    graph : Graph
+        The original ops and tensors plus the copies (op ids past the original ones).
+    order : list of int
+        Execution order over ``graph.ops``.
+    peak : int
+        ``graph.peak(order)``, always-live bytes included.
+    budget : int
+    source : dict of int to int
+        Copy op id -> the original op it recomputes.
+    cost, step_cost : float
+        Cost of the copies, and of the original step, in the cost model's unit.
+    overhead : float
+        ``cost / step_cost`` (0.05 is 5%).
+    cost_model : str
+    """
+
+    graph: Graph
+    order: list[int]
+    peak: int
+    budget: int
+    source: dict[int, int]
+    cost: float
+    step_cost: float
+    overhead: float
+    cost_model: str
+    report: dict = field(default_factory=dict)
+
+
+class RematPlanner:
+    """Plans for any number of budgets on one graph; the greedy path is shared and grown lazily.
+
+    Parameters
+    ----------
+    g : Graph
+        The training step.
+    order : sequence of int, optional
+        Roam's unbudgeted order; default: the best ordering heuristic.
+    cost_model : str
+        ``"bytes"`` or ``"roofline"`` (:mod:`roam_tvm.remat.cost`).
+    flops : sequence of float, optional
+        FLOPs per op for the roofline model.
+    max_candidates : int, optional
+        Simulate at most this many candidates per step (the largest roots
+        first); default all.
+    """
+
+    def __init__(self, g: Graph, order: Sequence[int] | None = None, cost_model: str = "bytes",
+                 flops: Sequence[float] | None = None, max_candidates: int | None = None):
+        self.g = g
+        self.costs = op_costs(g, cost_model, flops)
+        self.cost_model = cost_model
+        if order is None:
+            from ..order.heuristics import best_heuristic
+
+            order = best_heuristic(g)[0]
+        g.check_order(list(order))
+        self.base_order = list(order)
+        self.max_candidates = max_candidates
+        st = initial_state(g, self.base_order)
+        self.states: list[State] = [st]
+        self.lives = [liveness(st)]
+        self.done = False
+        self.seconds = 0.0
+        self.lower_bound = lower_bound(g)
+
+    @property
+    def unbudgeted_peak(self) -> int:
+        """Peak of the base order with no recomputation."""
+        return self.lives[0].peak
+
+    # ------------------------------------------------------------------ path
+    def _step(self) -> bool:
+        """Add the next state to the path; False when nothing improves."""
+        st, lv = self.states[-1], self.lives[-1]
+        producer = {t: op.id for op in st.ops for t in op.outputs}
+        cands = self._candidates(st, lv, producer)
+        best_key, best = None, None
+        n_peak = len(lv.at_peak)
+        for r, s in cands:
+            nst = split(st, lv, producer, r, s, self.costs)
+            if nst is None:
+                continue
+            nlv = liveness(nst)
+            if (nlv.peak, len(nlv.at_peak)) >= (lv.peak, n_peak):
+                continue
+            added = nst.cost - st.cost
+            if nlv.peak < lv.peak:
+                key = (0, -(lv.peak - nlv.peak) / max(added, 1e-30), added, r, s)
+            else:
+                key = (1, added, len(nlv.at_peak), r, s)
+            if best_key is None or key < best_key:
+                best_key, best = key, (nst, nlv)
+        if best is None:
+            return False
+        self.states.append(best[0])
+        self.lives.append(best[1])
+        return True
+
+    def _candidates(self, st: State, lv, producer: dict[int, int]) -> list[tuple[int, int]]:
+        """(root, position) pairs: live across a peak step, not used there, splittable."""
+        seen: dict[tuple[int, int], tuple[int, int]] = {}
+        ok: dict[int, bool] = {}
+        for s in lv.at_peak:
+            for r, ps in lv.users.items():
+                if ps[0] >= s or (ps[-1] <= s) or s in ps:
+                    continue
+                if r not in ok:
+                    ok[r] = splittable(st, lv, producer, r)
+                if not ok[r]:
+                    continue
+                gap = (max(i for i in ps if i < s), min(i for i in ps if i > s))
+                seen.setdefault((r, gap[0]), (r, s))
+        out = sorted(seen.values(), key=lambda rs: (-st.tensors[rs[0]].size, rs))
+        return out if self.max_candidates is None else out[:self.max_candidates]
+
+    def _extend_until(self, budget: int) -> int | None:
+        """Index of the first state with peak <= budget, growing the path as needed."""
+        for i, lv in enumerate(self.lives):
+            if lv.peak <= budget:
+                return i
+        t0 = time.perf_counter()
+        try:
+            while not self.done:
+                if not self._step():
+                    self.done = True
+                    break
+                if self.lives[-1].peak <= budget:
+                    return len(self.lives) - 1
+        finally:
+            self.seconds += time.perf_counter() - t0
+        return None
+
+    # ---------------------------------------------------------------- public
+    def floor(self) -> Floor:
+        """The lowest peak on the path (runs the path to its end) and what it is made of."""
+        self._extend_until(-1)
+        st, lv = self.states[-1], self.lives[-1]
+        s = lv.at_peak[0]
+        return Floor(lv.peak, always_live_parts(self.g), lv.peak - self.g.always_live_bytes,
+                     st.ops[st.order[s]].name, self.lower_bound)
+
+    def plan(self, budget: Budget | str | int) -> RematPlan:
+        """The least-recomputation plan on the path that fits ``budget``.
+
+        Parameters
+        ----------
+        budget : Budget, str or int
+            Bytes, or a fraction of :attr:`unbudgeted_peak` (see :mod:`roam_tvm.remat.budget`).
+
+        Raises
+        ------
+        BudgetError
+            When the budget is below the floor (or below the lower bound, checked first).
+        """
+        b = resolve_budget(budget, self.unbudgeted_peak)
+        if b < self.lower_bound:
+            raise BudgetError(
+                f"budget {format_bytes(b)} is below {format_bytes(self.lower_bound)}, the bytes no plan "
+                f"can avoid: always-live ({format_bytes(self.g.always_live_bytes)}: "
+                f"{_parts_text(always_live_parts(self.g))}) + the largest op's inputs, outputs and "
+                f"workspace. Use a budget of at least {self.floor().bytes} bytes (this planner's floor).")
+        i = self._extend_until(b)
+        if i is None:
+            raise self.floor().error(b)
+        return self._make_plan(i, b)
+
+    def _make_plan(self, i: int, budget: int) -> RematPlan:
+        st, lv = self.states[i], self.lives[i]
+        g2 = st.graph(f"{self.g.name}+remat")
+        try:
+            g2.check_order(st.order)
+        except GraphError as e:  # the planner broke a dependency: a bug, not bad input
+            raise RuntimeError(f"remat planner produced an invalid order: {e}") from e
+        peak = g2.peak(st.order)
+        if peak != lv.peak or peak > budget:
+            raise RuntimeError(f"remat planner disagrees with Graph.peak: {lv.peak} vs {peak} "
+                               f"(budget {budget})")
+        n0 = len(self.g.ops)
+        source = {o: st.origin_op[o] for o in range(n0, len(st.ops))}
+        step_cost = sum(self.costs)
+        return RematPlan(g2, list(st.order), peak, budget, source, st.cost, step_cost,
+                         st.cost / step_cost if step_cost else 0.0, self.cost_model,
+                         {"path_index": i, "path_length": len(self.states), "done": self.done,
+                          "unbudgeted_peak": self.unbudgeted_peak, "seconds": self.seconds})
+
+
+def _parts_text(parts: dict[str, int]) -> str:
+    names = {"param": "parameters", "state": "optimizer state", "input": "inputs", "const": "constants"}
+    return ", ".join(f"{names[k]} {format_bytes(parts[k])}" for k in ("param", "state", "input", "const")
+                     if parts.get(k)) or "none"
+
+
+def plan_remat(g: Graph, budget: Budget | str | int, order: Sequence[int] | None = None,
+               cost_model: str = "bytes", flops: Sequence[float] | None = None) -> RematPlan:
+    """Plan one budget (see :class:`RematPlanner` to plan many on one graph)."""
+    return RematPlanner(g, order, cost_model, flops).plan(budget)
