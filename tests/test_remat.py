@@ -230,3 +230,15 @@ def test_no_copy_reads_a_weight_after_its_in_place_update():
     free = RematPlanner(g2.build(), order=list(range(len(g.ops))))
     plan = free.plan(free.floor().bytes)
     assert plan.peak < planner.unbudgeted_peak and plan.source
+
+
+@pytest.mark.parametrize("n", [4, 8, 16])
+def test_chain_floor_reaches_full_recomputation(n):
+    # Recomputing whole segments from the input (chained copies) leaves, at the
+    # worst op, only what that op touches plus the returned 8-byte loss.
+    g = _chain(n)
+    planner = RematPlanner(g)
+    fl = planner.floor()
+    assert fl.bytes <= fl.lower_bound + 8
+    plan = planner.plan(fl.bytes)
+    check_plan(g, plan, fl.bytes, planner.base_order)

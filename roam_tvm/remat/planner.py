@@ -123,18 +123,18 @@ class RematPlanner:
         cands = self._candidates(st, lv, producer)
         best_key, best = None, None
         n_peak = len(lv.at_peak)
-        for r, s in cands:
-            nst = split(st, lv, producer, r, s, self.costs)
-            if nst is None:
-                continue
+        for (r, s), chain in ((c, ch) for c in cands for ch in (False, True)):
+            nst = split(st, lv, producer, r, s, self.costs, chain)
+            if nst is None or (chain and len(nst.ops) == len(st.ops) + 1):
+                continue  # a chain that copies one op is the plain move again
             nlv = liveness(nst)
             if (nlv.peak, len(nlv.at_peak)) >= (lv.peak, n_peak):
                 continue
             added = nst.cost - st.cost
             if nlv.peak < lv.peak:
-                key = (0, -(lv.peak - nlv.peak) / max(added, 1e-30), added, r, s)
+                key = (0, -(lv.peak - nlv.peak) / max(added, 1e-30), added, r, s, chain)
             else:
-                key = (1, added, len(nlv.at_peak), r, s)
+                key = (1, added, len(nlv.at_peak), r, s, chain)
             if best_key is None or key < best_key:
                 best_key, best = key, (nst, nlv)
         if best is None:

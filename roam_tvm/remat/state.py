@@ -72,6 +72,7 @@ class Liveness:
     users: dict[int, list[int]]  # allocated root -> sorted positions of its users
     peak: int
     at_peak: list[int]  # positions whose live bytes equal the peak
+    pinned: set[int]  # roots returned by the step (live to the end)
 
 
 def initial_state(g: Graph, order: list[int]) -> State:
@@ -117,7 +118,7 @@ def liveness(st: State) -> Liveness:
         cur += delta[i]
         prof.append(cur + st.ops[o].workspace)
     peak = max(prof) if prof else cur
-    return Liveness(prof, root, users, peak, [i for i, b in enumerate(prof) if b == peak])
+    return Liveness(prof, root, users, peak, [i for i, b in enumerate(prof) if b == peak], pinned)
 
 
 def splittable(st: State, lv: Liveness, producer: dict[int, int], r: int) -> bool:
@@ -126,7 +127,7 @@ def splittable(st: State, lv: Liveness, producer: dict[int, int], r: int) -> boo
     if t.kind != "intermediate" or t.alias_of is not None or r not in producer:
         return False
     p = st.ops[producer[r]]
-    if p.kind != "compute" or p.outputs != [r] or p.inplace or p.after:
+    if not _pure(p) or p.outputs != [r]:
         return False
     for x, tx in enumerate(st.tensors):
         if lv.root[x] != r:
@@ -141,8 +142,12 @@ def splittable(st: State, lv: Liveness, producer: dict[int, int], r: int) -> boo
 
 
 def split(st: State, lv: Liveness, producer: dict[int, int], r: int, s: int,
-          costs: list[float]) -> State | None:
+          costs: list[float], chain: bool = False) -> State | None:
     """Recompute ``r`` for its users after position ``s`` (see the module docstring).
+
+    With ``chain``, an input of the copy whose latest version is dead at the
+    insertion point (and made by a pure op) is recomputed too, recursively,
+    instead of being kept alive until then: checkpointing a whole segment.
 
     Returns None when the move is not possible (no late or early user, or an
     input of the producer has no version readable at the insertion point).
@@ -171,15 +176,32 @@ def split(st: State, lv: Liveness, producer: dict[int, int], r: int, s: int,
         origin_op.append(st.origin_op[src_op.id])
         new_ops.append(oid)
 
-    p = st.ops[producer[r]]
-    ins = []
-    for x in p.inputs:
-        v = _version(st, lv, producer, pos, written, x, at)
-        if v is None:
-            return None
-        ins.append(v)
-    r2 = new_tensor(r, None)
-    copy_op(p, ins, [r2])
+    fresh: dict[int, int] = {}  # origin -> tensor made by a copy in this move
+
+    def recompute(x: int) -> int | None:
+        # A copy of x's producer reading, per input, the latest readable version;
+        # with ``chain``, a version dead at ``at`` is itself recomputed instead.
+        p = st.ops[producer[x]]
+        ins = []
+        for y in p.inputs:
+            v = fresh.get(st.origin_t[y])
+            if v is None:
+                v = _version(st, lv, producer, pos, written, y, at)
+                if v is None:
+                    return None
+                if chain and _dead_at(st, lv, producer, v, at):
+                    v = recompute(v)
+                    if v is None:
+                        return None
+            ins.append(v)
+        x2 = new_tensor(x, None)
+        copy_op(p, ins, [x2])
+        fresh[st.origin_t[x]] = x2
+        return x2
+
+    r2 = recompute(r)
+    if r2 is None:
+        return None
     mapped: dict[int, int] = {r: r2}
 
     def version_of(x: int) -> int:
@@ -206,6 +228,21 @@ def split(st: State, lv: Liveness, producer: dict[int, int], r: int, s: int,
     order = st.order[:at] + new_ops + st.order[at:]
     added = sum(costs[origin_op[o]] for o in new_ops)
     return State(ops, tensors, order, origin_op, origin_t, st.cost + added)
+
+
+def _pure(op: Op) -> bool:
+    return op.kind == "compute" and len(op.outputs) == 1 and not op.inplace and not op.after
+
+
+def _dead_at(st: State, lv: Liveness, producer: dict[int, int], v: int, at: int) -> bool:
+    """``v`` is an unaliased intermediate made by a pure op, and nothing uses it at or after ``at``."""
+    t = st.tensors[v]
+    if t.kind != "intermediate" or t.alias_of is not None or v not in producer:
+        return False
+    if not _pure(st.ops[producer[v]]) or v in lv.pinned:
+        return False
+    ps = lv.users.get(v, [])
+    return bool(ps) and ps[-1] < at
 
 
 def _inplace_positions(st: State, lv: Liveness, pos: dict[int, int]) -> dict[int, int]:
