@@ -34,7 +34,8 @@ from ..graph.model import Graph, GraphError
 from .budget import Budget, format_bytes, resolve_budget
 from .cost import op_costs
 from .floor import BudgetError, Floor, always_live_parts, lower_bound
-from .state import State, initial_state, liveness, split, splittable
+from .moves import Context, split, splittable
+from .state import State, initial_state, liveness, peak_count
 
 __all__ = ["RematPlan", "RematPlanner", "plan_remat"]
 
@@ -119,44 +120,44 @@ class RematPlanner:
     def _step(self) -> bool:
         """Add the next state to the path; False when nothing improves."""
         st, lv = self.states[-1], self.lives[-1]
-        producer = {t: op.id for op in st.ops for t in op.outputs}
-        cands = self._candidates(st, lv, producer)
+        ctx = Context(st, lv)
         best_key, best = None, None
         n_peak = len(lv.at_peak)
-        for (r, s), chain in ((c, ch) for c in cands for ch in (False, True)):
-            nst = split(st, lv, producer, r, s, self.costs, chain)
+        for (r, s), chain in ((c, ch) for c in self._candidates(ctx) for ch in (False, True)):
+            nst = split(ctx, r, s, self.costs, chain)
             if nst is None or (chain and len(nst.ops) == len(st.ops) + 1):
                 continue  # a chain that copies one op is the plain move again
-            nlv = liveness(nst)
-            if (nlv.peak, len(nlv.at_peak)) >= (lv.peak, n_peak):
+            pk, cnt = peak_count(nst, st)
+            if (pk, cnt) >= (lv.peak, n_peak):
                 continue
             added = nst.cost - st.cost
-            if nlv.peak < lv.peak:
-                key = (0, -(lv.peak - nlv.peak) / max(added, 1e-30), added, r, s, chain)
+            if pk < lv.peak:
+                key = (0, -(lv.peak - pk) / max(added, 1e-30), added, r, s, chain)
             else:
-                key = (1, added, len(nlv.at_peak), r, s, chain)
+                key = (1, added, cnt, r, s, chain)
             if best_key is None or key < best_key:
-                best_key, best = key, (nst, nlv)
+                best_key, best = key, nst
         if best is None:
             return False
-        self.states.append(best[0])
-        self.lives.append(best[1])
+        self.states.append(best)
+        self.lives.append(liveness(best, st))
         return True
 
-    def _candidates(self, st: State, lv, producer: dict[int, int]) -> list[tuple[int, int]]:
+    def _candidates(self, ctx: Context) -> list[tuple[int, int]]:
         """(root, position) pairs: live across a peak step, not used there, splittable."""
+        st, lv = ctx.st, ctx.lv
         seen: dict[tuple[int, int], tuple[int, int]] = {}
         ok: dict[int, bool] = {}
         for s in lv.at_peak:
             for r, ps in lv.users.items():
-                if ps[0] >= s or (ps[-1] <= s) or s in ps:
+                if ps[0] >= s or ps[-1] <= s or s in ps:
                     continue
                 if r not in ok:
-                    ok[r] = splittable(st, lv, producer, r)
+                    ok[r] = splittable(ctx, r)
                 if not ok[r]:
                     continue
-                gap = (max(i for i in ps if i < s), min(i for i in ps if i > s))
-                seen.setdefault((r, gap[0]), (r, s))
+                gap = max(i for i in ps if i < s)
+                seen.setdefault((r, gap), (r, s))
         out = sorted(seen.values(), key=lambda rs: (-st.tensors[rs[0]].size, rs))
         return out if self.max_candidates is None else out[:self.max_candidates]
 

@@ -1,37 +1,23 @@
-"""A training step with recomputations, and the one move that adds one (no TVM).
+"""A training step with recomputations, and its live bytes (no TVM).
 
 A :class:`State` is the original graph's ops and tensors plus copies of
 forward ops, with an order over all of them. Its memory model is the one of
 :class:`~roam_tvm.graph.model.Graph` (perfect packing; a root lives from its
 first to its last user, to the end if returned; always-live roots throughout;
-workspace while its op runs), recomputed here on lists because the planner
-evaluates thousands of candidate states and building a ``Graph`` for each is
-too slow. The planner checks the states it returns with ``Graph`` itself.
-
-The move, :func:`split`
------------------------
-Take an allocated root ``r`` that is live across step ``s`` but not used there.
-Its users at positions ``< s`` keep ``r``; those at positions ``> s`` read a
-fresh copy ``r'``, computed by a copy of ``r``'s producer inserted right
-before the first of them. So ``r`` dies at its last early user instead of
-living across ``s``. The copy reads, for each input of the producer, the
-latest *version* of that value (the original or an earlier recomputation)
-created before the insertion point, which may extend that version's life:
-the simulated peak of the new state accounts for it. Views of ``r`` used late
-are redirected or copied with it (they are free).
-
-Only pure ops are copied: ``kind == "compute"``, a single output, no in-place
-writes, no control dependencies. A version whose storage any op updates in
-place is never read by a copy at a position after that update (conservative:
-the copy must see the value it had in the forward pass).
+workspace while its op runs). It is recomputed here with numpy over flat
+(op, tensor) edge arrays, because the planner evaluates thousands of
+candidate states and building a ``Graph`` for each is too slow; the planner
+checks the states it returns with ``Graph`` itself.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+import numpy as np
 
 from ..graph.model import ALWAYS_LIVE_KINDS, Graph, Op, Tensor
 
-__all__ = ["State", "Liveness", "initial_state", "liveness", "split"]
+__all__ = ["State", "Liveness", "initial_state", "liveness", "peak_count", "op_edges"]
 
 
 @dataclass
@@ -49,6 +35,10 @@ class State:
         Tensor id -> the original tensor whose value it holds.
     cost : float
         Summed cost of the copies.
+    edge_op, edge_t : numpy arrays
+        The distinct (op, tensor) pairs an op reads or defines.
+    alias : numpy array
+        Tensor id -> ``alias_of`` (itself when None).
     """
 
     ops: list[Op]
@@ -56,7 +46,10 @@ class State:
     order: list[int]
     origin_op: list[int]
     origin_t: list[int]
-    cost: float = 0.0
+    cost: float
+    edge_op: np.ndarray
+    edge_t: np.ndarray
+    alias: np.ndarray
 
     def graph(self, name: str) -> Graph:
         """The state as a checked ``Graph`` (program order = op ids; use ``order`` to run it)."""
@@ -75,197 +68,131 @@ class Liveness:
     pinned: set[int]  # roots returned by the step (live to the end)
 
 
+class _Static:
+    """Per-tensor facts that no move changes (copies inherit them from their source)."""
+
+    def __init__(self, tensors: list[Tensor], ops: list[Op]):
+        self.size = np.array([t.size for t in tensors], dtype=np.int64)
+        self.alloc = np.array([t.kind == "intermediate" for t in tensors], dtype=bool)
+        self.out = np.array([t.is_output for t in tensors], dtype=bool)
+        self.ws = np.array([op.workspace for op in ops], dtype=np.int64)
+        self.base = int(sum(t.size for t in tensors if t.alias_of is None and t.kind in ALWAYS_LIVE_KINDS))
+
+
+def op_edges(op: Op) -> list[int]:
+    """Distinct tensors an op reads or defines."""
+    return list(dict.fromkeys((*op.inputs, *op.outputs)))
+
+
 def initial_state(g: Graph, order: list[int]) -> State:
     """The unbudgeted step: ``g`` run in ``order``, no copies."""
+    eo, et = [], []
+    for op in g.ops:
+        for t in op_edges(op):
+            eo.append(op.id)
+            et.append(t)
+    alias = np.array([t.id if t.alias_of is None else t.alias_of for t in g.tensors], dtype=np.int64)
     return State(list(g.ops), list(g.tensors), list(order), list(range(len(g.ops))),
-                 list(range(len(g.tensors))))
+                 list(range(len(g.tensors))), 0.0, np.array(eo, dtype=np.int64),
+                 np.array(et, dtype=np.int64), alias)
 
 
-def _roots(tensors: list[Tensor]) -> list[int]:
-    root = [-1] * len(tensors)
-    for t in tensors:
-        chain, x = [], t.id
-        while root[x] < 0 and tensors[x].alias_of is not None:
-            chain.append(x)
-            x = tensors[x].alias_of
-        r = root[x] if root[x] >= 0 else x
-        root[x] = r
-        for c in chain:
-            root[c] = r
-    return root
+def _static(st: State) -> _Static:
+    # Facts per tensor/op of the state, extended (not rebuilt) as copies are added.
+    s = getattr(st, "_static", None)
+    if s is None or len(s.size) != len(st.tensors) or len(s.ws) != len(st.ops):
+        s = _Static(st.tensors, st.ops)
+        object.__setattr__(st, "_static", s)
+    return s
 
 
-def liveness(st: State) -> Liveness:
-    """Perfect-packing live bytes at each position of ``st.order``."""
-    tensors = st.tensors
-    root = _roots(tensors)
-    users: dict[int, list[int]] = {}
-    for i, o in enumerate(st.order):
-        op = st.ops[o]
-        for t in dict.fromkeys(root[x] for x in (*op.inputs, *op.outputs)):
-            if tensors[t].kind == "intermediate":
-                users.setdefault(t, []).append(i)
+def _roots(alias: np.ndarray) -> np.ndarray:
+    root = alias.copy()
+    while True:
+        nxt = root[root]
+        if np.array_equal(nxt, root):
+            return root
+        root = nxt
+
+
+def _intervals(st: State, sf: _Static) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per tensor: root, first and last position of the root's users (-1 when unused), positions."""
     n = len(st.order)
-    pinned = {root[t.id] for t in tensors if t.is_output}
-    delta = [0] * (n + 1)
-    for r, ps in users.items():
-        last = n - 1 if r in pinned else ps[-1]
-        delta[ps[0]] += tensors[r].size
-        delta[last + 1] -= tensors[r].size
-    cur = sum(t.size for t in tensors if t.alias_of is None and t.kind in ALWAYS_LIVE_KINDS)
-    prof = []
-    for i, o in enumerate(st.order):
-        cur += delta[i]
-        prof.append(cur + st.ops[o].workspace)
-    peak = max(prof) if prof else cur
-    return Liveness(prof, root, users, peak, [i for i, b in enumerate(prof) if b == peak], pinned)
+    order = np.asarray(st.order, dtype=np.int64)
+    pos = np.empty(len(st.ops), dtype=np.int64)
+    pos[order] = np.arange(n)
+    root = _roots(st.alias)
+    er = root[st.edge_t]
+    ep = pos[st.edge_op]
+    m = sf.alloc[er]
+    er, ep = er[m], ep[m]
+    first = np.full(len(root), n, dtype=np.int64)
+    last = np.full(len(root), -1, dtype=np.int64)
+    np.minimum.at(first, er, ep)
+    np.maximum.at(last, er, ep)
+    pinned = np.zeros(len(root), dtype=bool)
+    pinned[root[sf.out]] = True
+    last[pinned & (last >= 0)] = n - 1
+    return root, first, last, pos
 
 
-def splittable(st: State, lv: Liveness, producer: dict[int, int], r: int) -> bool:
-    """``r`` is an allocated, unreturned root made by a pure op, aliased only by views."""
-    t = st.tensors[r]
-    if t.kind != "intermediate" or t.alias_of is not None or r not in producer:
-        return False
-    p = st.ops[producer[r]]
-    if not _pure(p) or p.outputs != [r]:
-        return False
-    for x, tx in enumerate(st.tensors):
-        if lv.root[x] != r:
-            continue
-        if tx.is_output:
-            return False
-        if x != r:
-            w = st.ops[producer[x]] if x in producer else None
-            if w is None or w.kind != "view" or len(w.outputs) != 1 or w.inplace:
-                return False
-    return not any(lv.root[x] == r for op in st.ops for x in op.inplace)
+def _profile(st: State, sf: _Static, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    n = len(st.order)
+    used = last >= 0
+    delta = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(delta, first[used], sf.size[used])
+    np.add.at(delta, last[used] + 1, -sf.size[used])
+    return np.cumsum(delta[:n]) + sf.ws[np.asarray(st.order, dtype=np.int64)] + sf.base
 
 
-def split(st: State, lv: Liveness, producer: dict[int, int], r: int, s: int,
-          costs: list[float], chain: bool = False) -> State | None:
-    """Recompute ``r`` for its users after position ``s`` (see the module docstring).
-
-    With ``chain``, an input of the copy whose latest version is dead at the
-    insertion point (and made by a pure op) is recomputed too, recursively,
-    instead of being kept alive until then: checkpointing a whole segment.
-
-    Returns None when the move is not possible (no late or early user, or an
-    input of the producer has no version readable at the insertion point).
-    """
-    ps = lv.users.get(r, [])
-    late = [i for i in ps if i > s]
-    if not late or not any(i < s for i in ps):
-        return None
-    at = late[0]
-    pos = {o: i for i, o in enumerate(st.order)}
-    written = _inplace_positions(st, lv, pos)
-    ops, tensors = list(st.ops), list(st.tensors)
-    origin_op, origin_t = list(st.origin_op), list(st.origin_t)
-    new_ops: list[int] = []
-
-    def new_tensor(src: int, alias_of: int | None) -> int:
-        tid = len(tensors)
-        tensors.append(replace(st.tensors[src], id=tid, name=f"{st.tensors[src].name}.re{tid}",
-                               alias_of=alias_of, is_output=False))
-        origin_t.append(st.origin_t[src])
-        return tid
-
-    def copy_op(src_op: Op, inputs: list[int], outputs: list[int]) -> None:
-        oid = len(ops)
-        ops.append(replace(src_op, id=oid, inputs=inputs, outputs=outputs, inplace=[], after=[]))
-        origin_op.append(st.origin_op[src_op.id])
-        new_ops.append(oid)
-
-    fresh: dict[int, int] = {}  # origin -> tensor made by a copy in this move
-
-    def recompute(x: int) -> int | None:
-        # A copy of x's producer reading, per input, the latest readable version;
-        # with ``chain``, a version dead at ``at`` is itself recomputed instead.
-        p = st.ops[producer[x]]
-        ins = []
-        for y in p.inputs:
-            v = fresh.get(st.origin_t[y])
-            if v is None:
-                v = _version(st, lv, producer, pos, written, y, at)
-                if v is None:
-                    return None
-                if chain and _dead_at(st, lv, producer, v, at):
-                    v = recompute(v)
-                    if v is None:
-                        return None
-            ins.append(v)
-        x2 = new_tensor(x, None)
-        copy_op(p, ins, [x2])
-        fresh[st.origin_t[x]] = x2
-        return x2
-
-    r2 = recompute(r)
-    if r2 is None:
-        return None
-    mapped: dict[int, int] = {r: r2}
-
-    def version_of(x: int) -> int:
-        # ``x`` is r or a view of it; late readers get the copy's counterpart.
-        if x not in mapped:
-            w = st.ops[producer[x]]
-            src = version_of(st.tensors[x].alias_of)
-            if pos[w.id] > s:  # a late view is redirected in place
-                ops[w.id] = replace(w, inputs=[version_of(i) if lv.root[i] == r else i for i in w.inputs])
-                tensors[x] = replace(st.tensors[x], alias_of=src)
-                mapped[x] = x
-            else:
-                x2 = new_tensor(x, src)
-                copy_op(w, [version_of(i) if lv.root[i] == r else i for i in w.inputs], [x2])
-                mapped[x] = x2
-        return mapped[x]
-
-    for i in late:
-        u = st.ops[st.order[i]]
-        if u.kind == "view" and lv.root[u.outputs[0]] == r:
-            version_of(u.outputs[0])
-            continue
-        ops[u.id] = replace(ops[u.id], inputs=[version_of(x) if lv.root[x] == r else x for x in u.inputs])
-    order = st.order[:at] + new_ops + st.order[at:]
-    added = sum(costs[origin_op[o]] for o in new_ops)
-    return State(ops, tensors, order, origin_op, origin_t, st.cost + added)
+def peak_count(st: State, static_from: State | None = None) -> tuple[int, int]:
+    """(peak bytes, number of positions at the peak) of ``st``."""
+    sf = _extend_static(st, static_from)
+    _, first, last, _ = _intervals(st, sf)
+    prof = _profile(st, sf, first, last)
+    if not len(prof):
+        return sf.base, 0
+    pk = int(prof.max())
+    return pk, int((prof == pk).sum())
 
 
-def _pure(op: Op) -> bool:
-    return op.kind == "compute" and len(op.outputs) == 1 and not op.inplace and not op.after
+def _extend_static(st: State, parent: State | None) -> _Static:
+    """``parent``'s static facts plus the ops and tensors ``st`` added (copies inherit)."""
+    if parent is None:
+        return _static(st)
+    ps = _static(parent)
+    nt, no = len(st.tensors), len(st.ops)
+    if len(ps.size) == nt and len(ps.ws) == no:
+        return ps
+    s = _Static.__new__(_Static)
+    src_t = np.array(st.origin_t[len(ps.size):], dtype=np.int64)
+    s.size = np.concatenate([ps.size, ps.size[src_t]]) if len(src_t) else ps.size
+    s.alloc = np.concatenate([ps.alloc, ps.alloc[src_t]]) if len(src_t) else ps.alloc
+    s.out = np.concatenate([ps.out, np.zeros(len(src_t), dtype=bool)])
+    s.ws = np.concatenate([ps.ws, np.array([st.ops[o].workspace for o in range(len(ps.ws), no)],
+                                           dtype=np.int64)])
+    s.base = ps.base
+    object.__setattr__(st, "_static", s)
+    return s
 
 
-def _dead_at(st: State, lv: Liveness, producer: dict[int, int], v: int, at: int) -> bool:
-    """``v`` is an unaliased intermediate made by a pure op, and nothing uses it at or after ``at``."""
-    t = st.tensors[v]
-    if t.kind != "intermediate" or t.alias_of is not None or v not in producer:
-        return False
-    if not _pure(st.ops[producer[v]]) or v in lv.pinned:
-        return False
-    ps = lv.users.get(v, [])
-    return bool(ps) and ps[-1] < at
+def liveness(st: State, static_from: State | None = None) -> Liveness:
+    """Live bytes at each position of ``st.order``, with each root's user positions."""
+    sf = _extend_static(st, static_from)
+    root, first, last, pos = _intervals(st, sf)
+    prof = _profile(st, sf, first, last)
+    users: dict[int, list[int]] = {}
+    rr = root[st.edge_t]
+    m = sf.alloc[rr]
+    for r, p in sorted(set(zip(rr[m].tolist(), pos[st.edge_op[m]].tolist()))):
+        users.setdefault(r, []).append(p)
+    pinned = set(np.flatnonzero(np.zeros(len(root), dtype=bool) | _pinned(root, sf)).tolist())
+    prof_l = prof.tolist()
+    peak = max(prof_l) if prof_l else sf.base
+    return Liveness(prof_l, root.tolist(), users, peak, [i for i, b in enumerate(prof_l) if b == peak], pinned)
 
 
-def _inplace_positions(st: State, lv: Liveness, pos: dict[int, int]) -> dict[int, int]:
-    """Storage root -> first position of an op that updates it in place."""
-    out: dict[int, int] = {}
-    for op in st.ops:
-        for x in op.inplace:
-            r = lv.root[x]
-            out[r] = min(out.get(r, pos[op.id]), pos[op.id])
-    return out
-
-
-def _version(st: State, lv: Liveness, producer: dict[int, int], pos: dict[int, int],
-             written: dict[int, int], x: int, at: int) -> int | None:
-    """The latest tensor holding ``x``'s value that a copy at position ``at`` may read."""
-    want = st.origin_t[x]
-    best, best_pos = None, -2
-    for v, o in enumerate(st.origin_t):
-        if o != want:
-            continue
-        made = pos[producer[v]] if v in producer else -1
-        if made >= at or written.get(lv.root[v], at) < at:
-            continue
-        if made > best_pos:
-            best, best_pos = v, made
-    return best
+def _pinned(root: np.ndarray, sf: _Static) -> np.ndarray:
+    p = np.zeros(len(root), dtype=bool)
+    p[root[sf.out]] = True
+    return p
