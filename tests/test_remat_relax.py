@@ -84,7 +84,10 @@ def test_chain_recomputed_fits_and_is_bit_identical():
     for budget in (floor, (floor + top) // 2):
         rr = RoamRemat(budget, functions=["main"])
         new = rr(mod)
-        assert rr.plans["main"].source  # something is recomputed
+        plan = rr.plans["main"]
+        assert plan.source  # something is recomputed
+        assert plan.cost_model == "roofline" and 0 < plan.overhead < 1
+        assert set(plan.report["overheads"]) == {"bytes", "flops", "roofline"}
         _check_fits(mod, new, "main", budget)
         got = _run(_build(new), "main", args)
         for a, b in zip(want, got):

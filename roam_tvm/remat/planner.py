@@ -32,7 +32,7 @@ from typing import Sequence
 
 from ..graph.model import Graph, GraphError
 from .budget import Budget, format_bytes, resolve_budget
-from .cost import op_costs
+from .cost import COST_MODELS, op_costs
 from .floor import BudgetError, Floor, always_live_parts, lower_bound
 from .moves import Context, split, splittable
 from .state import State, initial_state, liveness, peak_count
@@ -60,6 +60,10 @@ class RematPlan:
     overhead : float
         ``cost / step_cost`` (0.05 is 5%).
     cost_model : str
+    report : dict
+        ``overheads`` (recomputed share under every cost model that can be
+        evaluated: ``bytes``, and ``flops``/``roofline`` when FLOPs are known),
+        the unbudgeted peak, the path position and planning seconds.
     """
 
     graph: Graph
@@ -84,7 +88,7 @@ class RematPlanner:
     order : sequence of int, optional
         Roam's unbudgeted order; default: the best ordering heuristic.
     cost_model : str
-        ``"bytes"`` or ``"roofline"`` (:mod:`roam_tvm.remat.cost`).
+        ``"bytes"``, ``"flops"`` or ``"roofline"`` (:mod:`roam_tvm.remat.cost`).
     flops : sequence of float, optional
         FLOPs per op for the roofline model.
     max_candidates : int, optional
@@ -95,6 +99,7 @@ class RematPlanner:
     def __init__(self, g: Graph, order: Sequence[int] | None = None, cost_model: str = "bytes",
                  flops: Sequence[float] | None = None, max_candidates: int | None = None):
         self.g = g
+        self.flops = flops
         self.costs = op_costs(g, cost_model, flops)
         self.cost_model = cost_model
         if order is None:
@@ -229,7 +234,20 @@ class RematPlanner:
         return RematPlan(g2, list(st.order), peak, budget, source, st.cost, step_cost,
                          st.cost / step_cost if step_cost else 0.0, self.cost_model,
                          {"path_index": i, "path_length": len(self.states), "done": self.done,
-                          "unbudgeted_peak": self.unbudgeted_peak, "seconds": self.seconds})
+                          "unbudgeted_peak": self.unbudgeted_peak, "seconds": self.seconds,
+                          "overheads": self._overheads(source)})
+
+    def _overheads(self, source: dict[int, int]) -> dict[str, float]:
+        """Recomputed share of the step under every cost model that can be evaluated."""
+        out = {}
+        for model in COST_MODELS:
+            try:
+                costs = self.costs if model == self.cost_model else op_costs(self.g, model, self.flops)
+            except ValueError:  # no FLOPs known
+                continue
+            total = sum(costs)
+            out[model] = sum(costs[o] for o in source.values()) / total if total else 0.0
+        return out
 
 
 def _parts_text(parts: dict[str, int]) -> str:

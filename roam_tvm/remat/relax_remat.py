@@ -22,11 +22,29 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from ..graph.model import Graph
 from ..passes.extract import ExtractError, RelaxGraph, extract_graph
 from .budget import Budget, parse_budget
 from .planner import RematPlan, RematPlanner
 
-__all__ = ["RoamRemat", "remat_function"]
+__all__ = ["RoamRemat", "remat_function", "op_flops"]
+
+
+def op_flops(mod: tvm.IRModule, g: Graph) -> list[float]:
+    """FLOPs of each op: TVM's estimate for the PrimFunc it calls (0 for views and the rest)."""
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    funcs = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+    cache: dict[str, float] = {}
+    out = []
+    for op in g.ops:
+        if op.kind == "view" or op.name not in funcs:
+            out.append(0.0)
+            continue
+        if op.name not in cache:
+            cache[op.name] = float(estimate_tir_flops(tvm.IRModule({"main": funcs[op.name]})))
+        out.append(cache[op.name])
+    return out
 
 
 @mutator
@@ -115,7 +133,8 @@ class RoamRemat:
     functions : list of str
         Functions to plan (default: ``["train_step"]``).
     cost_model : str
-        ``"bytes"`` (default) or ``"roofline"``.
+        ``"roofline"`` (default: H100 time from TVM's FLOP estimate of each
+        kernel and its bytes), ``"flops"`` or ``"bytes"``.
 
     Attributes
     ----------
@@ -124,7 +143,7 @@ class RoamRemat:
     """
 
     def __init__(self, budget: Budget | str | int, functions: list[str] | None = None,
-                 cost_model: str = "bytes"):
+                 cost_model: str = "roofline"):
         self.budget = parse_budget(budget) if isinstance(budget, str) else budget
         self.functions = ["train_step"] if functions is None else list(functions)
         self.cost_model = cost_model
@@ -139,7 +158,8 @@ class RoamRemat:
         for name in self.functions:
             gv = names[name]
             rg = extract_graph(mod[gv], mod, name)
-            planner = RematPlanner(rg.graph, list(range(len(rg.graph.ops))), self.cost_model)
+            planner = RematPlanner(rg.graph, list(range(len(rg.graph.ops))), self.cost_model,
+                                   op_flops(mod, rg.graph))
             plan = planner.plan(self.budget)
             self.plans[name] = plan
             if not plan.source:
