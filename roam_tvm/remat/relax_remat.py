@@ -140,6 +140,8 @@ class RoamRemat:
     ----------
     plans : dict of str to RematPlan
         The plan applied to each function (for reports).
+    planners : dict of str to RematPlanner
+        The planner of each function (its ``floor()`` for reports).
     """
 
     def __init__(self, budget: Budget | str | int, functions: list[str] | None = None,
@@ -148,8 +150,14 @@ class RoamRemat:
         self.functions = ["train_step"] if functions is None else list(functions)
         self.cost_model = cost_model
         self.plans: dict[str, RematPlan] = {}
+        self.planners: dict[str, RematPlanner] = {}
 
     def transform_module(self, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        return self.rewrite(mod)
+
+    def rewrite(self, mod: tvm.IRModule) -> tvm.IRModule:
+        """What the pass does, callable directly so that a ``BudgetError`` keeps its type
+        (TVM's FFI turns exceptions raised inside a pass into ``RuntimeError``)."""
         out = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
         names = {gv.name_hint: gv for gv in mod.functions}
         missing = [f for f in self.functions if f not in names]
@@ -160,6 +168,7 @@ class RoamRemat:
             rg = extract_graph(mod[gv], mod, name)
             planner = RematPlanner(rg.graph, list(range(len(rg.graph.ops))), self.cost_model,
                                    op_flops(mod, rg.graph))
+            self.planners[name] = planner
             plan = planner.plan(self.budget)
             self.plans[name] = plan
             if not plan.source:
