@@ -242,3 +242,30 @@ def test_chain_floor_reaches_full_recomputation(n):
     assert fl.bytes <= fl.lower_bound + 8
     plan = planner.plan(fl.bytes)
     check_plan(g, plan, fl.bytes, planner.base_order)
+
+
+def test_measured_peak_fits_and_stays_monotone():
+    # A measure above perfect packing (as an arena with alignment is) that is not
+    # monotone along the path: plans must fit it and still never cost more at a larger budget.
+    g = random_training_graph(60, 4)
+    planner = RematPlanner(g)
+    unit = 1 << 16
+
+    def measure(plan):
+        return plan.peak + (len(plan.source) % 3) * unit
+
+    top, floor = planner.unbudgeted_peak, planner.floor().bytes
+    budgets = [floor + 2 * unit + (top - floor) * k // 19 for k in range(20)]
+    costs = []
+    for b in budgets:
+        try:
+            plan = planner.plan(b, measure)
+        except BudgetError as e:
+            assert "measured" in str(e)
+            costs.append(float("inf"))
+            continue
+        assert measure(plan) <= b and plan.report["measured_peak"] == measure(plan)
+        check_plan(g, plan, b, planner.base_order)
+        costs.append(plan.cost)
+    assert costs[-1] < float("inf")
+    assert all(costs[k + 1] <= costs[k] for k in range(19)), costs

@@ -131,3 +131,28 @@ def test_zoo_step_recomputed_is_bit_identical(name):
     assert la == lb
     for key in sa:
         np.testing.assert_array_equal(np.asarray(sa[key]), np.asarray(sb[key]), err_msg=key)
+
+
+def _arena_peak(mod, func):
+    from roam_tvm.passes import RoamLayout
+
+    with LLVM:
+        lowered = tvm.transform.Sequential(dataflow_lower_passes(LLVM))(mod)
+        planned = RoamLayout()(lowered)
+    return extract_graph(planned[func], planned, func, planned=True).graph.peak()
+
+
+def test_budget_holds_for_the_laid_out_arena():
+    mod = _lowered(Chain)
+    top = _arena_peak(mod, "main")
+    g = extract_graph(mod["main"], mod, "main").graph
+    floor = RematPlanner(g, list(range(len(g.ops)))).floor().bytes
+    costs = []
+    for budget in np.linspace(floor + (top - floor) // 4, top, 5).astype(int):
+        rr = RoamRemat(int(budget), functions=["main"], layout={})
+        with LLVM:
+            new = rr(mod)
+        assert _arena_peak(new, "main") <= budget
+        costs.append(rr.plans["main"].cost)
+    assert costs[0] > 0 and costs[-1] == 0
+    assert all(costs[k + 1] <= costs[k] for k in range(len(costs) - 1)), costs

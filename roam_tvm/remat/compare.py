@@ -9,9 +9,10 @@ Two peaks are reported, honestly apart:
 
 * ``remat_peak_bytes``: perfect packing on the call_tir-level graph, the
   quantity the recomputation planner guarantees to be ``<= budget_bytes``;
-* ``peak_bytes``: the arena RoamLayout actually plans (alignment and
-  fragmentation included). Choosing recomputation jointly with the layout is
-  not done yet, so this one can exceed the budget; ``fits`` says whether it does.
+* ``peak_bytes``: the arena RoamLayout plans (alignment and fragmentation
+  included). ``RoamRemat(layout=...)`` walks its recomputation path until this
+  one fits too (one layout per plan tried), so ``fits`` is true unless the
+  layout of the final module differs from the one measured.
 """
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
         ordered = RoamOrder(functions=[func], **(order_options or {}))(scheduled)
         if budget.fraction is not None and unbudgeted_peak is not None:
             budget = Budget(bytes=resolve_budget(budget, unbudgeted_peak), text=budget.text)
-        remat = RoamRemat(budget, functions=[func])
+        remat = RoamRemat(budget, functions=[func], layout=dict(layout_options or {}))
         budgeted = remat.rewrite(ordered)
         lowered = tvm.transform.Sequential(dataflow_lower_passes(tgt))(budgeted)
         planned = RoamLayout(**(layout_options or {}))(lowered)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..graph.model import Graph, GraphError
 from .budget import Budget, format_bytes, resolve_budget
@@ -115,6 +115,7 @@ class RematPlanner:
         self.done = False
         self.seconds = 0.0
         self.lower_bound = lower_bound(g)
+        self.measured: dict[int, int] = {}  # path index -> measured peak (see ``plan``)
 
     @property
     def unbudgeted_peak(self) -> int:
@@ -192,18 +193,27 @@ class RematPlanner:
         return Floor(lv.peak, always_live_parts(self.g), lv.peak - self.g.always_live_bytes,
                      st.ops[st.order[s]].name, self.lower_bound)
 
-    def plan(self, budget: Budget | str | int) -> RematPlan:
+    def plan(self, budget: Budget | str | int,
+             measure: Callable[[RematPlan], int] | None = None) -> RematPlan:
         """The least-recomputation plan on the path that fits ``budget``.
 
         Parameters
         ----------
         budget : Budget, str or int
             Bytes, or a fraction of :attr:`unbudgeted_peak` (see :mod:`roam_tvm.remat.budget`).
+        measure : callable, optional
+            The peak that must fit, when it is not the perfect-packing one: for
+            example the arena a layout planner gives the plan. The plan is then
+            the first state on the path, from the first whose perfect-packing
+            peak fits, whose measured peak fits too; still monotone, since both
+            "first" indices can only move later as the budget shrinks.
+            Measurements are cached per path state.
 
         Raises
         ------
         BudgetError
-            When the budget is below the floor (or below the lower bound, checked first).
+            When the budget is below the floor (or below the lower bound,
+            checked first), or when no state's measured peak fits.
         """
         b = resolve_budget(budget, self.unbudgeted_peak)
         if b < self.lower_bound:
@@ -215,7 +225,31 @@ class RematPlanner:
         i = self._extend_until(b)
         if i is None:
             raise self.floor().error(b)
-        return self._make_plan(i, b)
+        if measure is None:
+            return self._make_plan(i, b)
+        least = None
+        while True:
+            plan = self._make_plan(i, b)
+            if i not in self.measured:
+                self.measured[i] = int(measure(plan))
+            m = self.measured[i]
+            plan.report["measured_peak"] = m
+            if m <= b:
+                return plan
+            least = m if least is None else min(least, m)
+            i += 1
+            if i == len(self.states) and (self.done or not self._grow()):
+                raise BudgetError(
+                    f"budget {format_bytes(b)} fits with perfect packing but not once measured: the least "
+                    f"measured peak on the recomputation path is {format_bytes(least)}. Use a budget of at "
+                    f"least {least} bytes.")
+
+    def _grow(self) -> bool:
+        t0 = time.perf_counter()
+        grew = self._step()
+        self.done = not grew
+        self.seconds += time.perf_counter() - t0
+        return grew
 
     def _make_plan(self, i: int, budget: int) -> RematPlan:
         st, lv = self.states[i], self.lives[i]

@@ -121,6 +121,18 @@ def remat_function(rg: RelaxGraph, plan: RematPlan) -> relax.Function:
     return relax.BlockBuilder().normalize(new_func)
 
 
+def arena_peak(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, func: relax.Function, layout: dict) -> int:
+    """Simulated peak of ``func`` in ``mod`` once lowered and laid out by ``RoamLayout(**layout)``."""
+    from ..passes import RoamLayout
+    from ..runtime.pipeline import dataflow_lower_passes
+
+    m = mod.clone()
+    m[gv] = func
+    lowered = tvm.transform.Sequential(dataflow_lower_passes())(m)
+    planned = RoamLayout(**layout)(lowered)
+    return extract_graph(planned[gv], planned, gv.name_hint, planned=True).graph.peak()
+
+
 @tvm.transform.module_pass(opt_level=0, name="RoamRemat")
 class RoamRemat:
     """Recompute forward activations so that each function's simulated peak fits a budget.
@@ -135,6 +147,11 @@ class RoamRemat:
     cost_model : str
         ``"roofline"`` (default: H100 time from TVM's FLOP estimate of each
         kernel and its bytes), ``"flops"`` or ``"bytes"``.
+    layout : dict, optional
+        When given, the budget holds for the arena that ``RoamLayout(**layout)``
+        plans after dataflow lowering (alignment and fragmentation included),
+        not only for perfect packing: each candidate plan is lowered, laid out
+        and simulated (slower: one layout per plan tried).
 
     Attributes
     ----------
@@ -145,8 +162,9 @@ class RoamRemat:
     """
 
     def __init__(self, budget: Budget | str | int, functions: list[str] | None = None,
-                 cost_model: str = "roofline"):
+                 cost_model: str = "roofline", layout: dict | None = None):
         self.budget = parse_budget(budget) if isinstance(budget, str) else budget
+        self.layout = layout
         self.functions = ["train_step"] if functions is None else list(functions)
         self.cost_model = cost_model
         self.plans: dict[str, RematPlan] = {}
@@ -169,7 +187,11 @@ class RoamRemat:
             planner = RematPlanner(rg.graph, list(range(len(rg.graph.ops))), self.cost_model,
                                    op_flops(mod, rg.graph))
             self.planners[name] = planner
-            plan = planner.plan(self.budget)
+            measure = None
+            if self.layout is not None:
+                def measure(p: RematPlan, gv=gv, rg=rg) -> int:
+                    return arena_peak(mod, gv, remat_function(rg, p), self.layout)
+            plan = planner.plan(self.budget, measure)
             self.plans[name] = plan
             if not plan.source:
                 continue
