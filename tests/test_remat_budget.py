@@ -63,3 +63,11 @@ def test_resolve_rejects_bad_values():
         resolve_budget(True, 100)
     with pytest.raises(ValueError):
         resolve_budget("0.5", 0)
+
+
+def test_cli_rejects_a_bad_budget_before_any_work(capsys):
+    from roam_tvm.cli import main
+
+    assert main(["compare", "--model", "mlp", "--small", "--budget", "8GB"]) == 2
+    err = capsys.readouterr().err
+    assert "--budget" in err and "binary suffixes" in err

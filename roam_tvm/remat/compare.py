@@ -73,7 +73,7 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
     return {
         "budget_bytes": plan.budget,
         "floor_bytes": floor.bytes,
-        "floor": floor.describe(),
+        "floor": floor.describe() + " (perfect packing on the call_tir-level graph)",
         "planner": {
             "peak_bytes": peak,
             "intermediate_bytes": peak - g.always_live_bytes,

@@ -240,9 +240,10 @@ class RematPlanner:
             i += 1
             if i == len(self.states) and (self.done or not self._grow()):
                 raise BudgetError(
-                    f"budget {format_bytes(b)} fits with perfect packing but not once measured: the least "
-                    f"measured peak on the recomputation path is {format_bytes(least)}. Use a budget of at "
-                    f"least {least} bytes.")
+                    f"budget {format_bytes(b)} fits with perfect packing but not once measured (laid out): "
+                    f"the least measured peak of the plans tried (every one on the recomputation path from "
+                    f"the first that fits with perfect packing) is {format_bytes(least)}. Use a budget of "
+                    f"at least {least} bytes.")
 
     def _grow(self) -> bool:
         t0 = time.perf_counter()
