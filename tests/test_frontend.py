@@ -317,6 +317,23 @@ def test_from_backbone_matches_torch():
     np.testing.assert_allclose(state["cnt"], out.sum(0).detach().numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_from_backbone_takes_relax_training_optimizers():
+    # TVM's own Adam cannot be initialised with numpy 2; ours runs the same rule.
+    from tvm.relax.training import optimizer as relax_opt
+
+    from roam_tvm.frontend.optim import SGD as OurSGD, Adam as OurAdam, as_optimizer
+
+    adam = as_optimizer(relax_opt.Adam(0.01, (0.8, 0.99), 1e-6, 0.1))
+    assert isinstance(adam, OurAdam) and (adam.lr, adam.betas, adam.eps, adam.weight_decay) == (
+        0.01, (0.8, 0.99), 1e-6, 0.1)
+    sgd = as_optimizer(relax_opt.MomentumSGD(0.1, 0.9, weight_decay=0.01, nesterov=True))
+    assert isinstance(sgd, OurSGD) and (sgd.momentum, sgd.nesterov, sgd.weight_decay) == (0.9, True, 0.01)
+    with pytest.raises(UnsupportedError, match="dampening"):
+        as_optimizer(relax_opt.MomentumSGD(0.1, 0.9, dampening=0.5))
+    ts = from_backbone(_backbone(), relax_opt.Adam(0.01), loss="cross_entropy")
+    assert ts.state_names == ["w.exp_avg", "w.exp_avg_sq", "b.exp_avg", "b.exp_avg_sq", "cnt"]
+
+
 def test_from_backbone_needs_attrs():
     mod = _backbone().without_attr("param_num")
     with pytest.raises(FrontendError):

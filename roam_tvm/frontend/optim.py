@@ -260,12 +260,38 @@ __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "optimizer_kernel", "bn_stats_ke
            "counter_kernel", "hyper_array", "field"]
 
 
+def _from_relax_training(opt) -> Optimizer | None:
+    """Our kernel for an optimizer of ``tvm.relax.training.optimizer`` (same update rule).
+
+    TVM's own ``Adam`` cannot even be initialised with numpy 2 (``Could not convert
+    T.float32 to a NumPy dtype``); a user of the backbone route gets the same
+    update from our TIR kernels instead.
+    """
+    try:
+        from tvm.relax.training import optimizer as relax_opt
+    except ImportError:  # pragma: no cover - TVM built without relax.training
+        return None
+    if isinstance(opt, relax_opt.MomentumSGD):
+        return SGD(lr=float(opt.lr), momentum=float(opt.momentum), weight_decay=float(opt.weight_decay),
+                   nesterov=bool(opt.nesterov), dampening=float(opt.dampening))
+    if isinstance(opt, relax_opt.SGD):
+        return SGD(lr=float(opt.lr), weight_decay=float(opt.weight_decay))
+    if isinstance(opt, relax_opt.Adam):
+        return Adam(lr=float(opt.lr), betas=(float(opt.beta1), float(opt.beta2)), eps=float(opt.eps),
+                    weight_decay=float(opt.weight_decay))
+    return None
+
+
 def as_optimizer(opt) -> Optimizer:
-    """Accept our optimizers, or any config with ``kind`` in sgd|momentum|adam|adamw
+    """Accept our optimizers, TVM's ``relax.training`` optimizers (translated to ours),
+    or any config with ``kind`` in sgd|momentum|adam|adamw
     (e.g. the zoo's ``OptimizerConfig``) and ``lr``/``momentum``/``betas``/``eps``/
     ``weight_decay`` attributes."""
     if isinstance(opt, Optimizer):
         return opt
+    translated = _from_relax_training(opt)
+    if translated is not None:
+        return translated
     kind = getattr(opt, "kind", None)
     if kind is None:
         raise UnsupportedError(f"unknown optimizer {opt!r}: use SGD, Adam or AdamW from "

@@ -14,7 +14,8 @@ Runs where ``relax.transform.StaticPlanBlockMemory`` runs (after
    tensors, escaped ones, those inside ``If`` branches) are then planned by
    StaticPlanBlockMemory as usual;
 4. check the planned function against the input with the independent checker
-   (``roam_tvm.verify``) when it is installed;
+   (``roam_tvm.verify``, which shares no code with the extractor); a plan it
+   rejects, or cannot verify, is not emitted;
 5. keep StaticPlanBlockMemory's plan instead unless ours is no worse in both
    total storage bytes and simulated peak, and at least ``min_saving`` bytes
    lower in one (ties and page-sized gains go to TVM's well-trodden plan).
@@ -34,6 +35,7 @@ from tvm import relax
 from ..graph import GraphError
 from .arena import ArenaPlan, default_alignment, plannable_tensors, rewrite_with_arenas, solve_arena
 from .extract import ExtractError, RelaxGraph, _upper_bounds, extract_graph, tensor_bytes
+from ..verify import check_plan
 from .records import LayoutRecord, record_layout
 
 __all__ = ["RoamLayout", "ArenaPlan", "PlanCost", "default_alignment", "plan_cost", "simulated_peak",
@@ -96,14 +98,6 @@ def _with(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, func: relax.Function) -> tvm.
     return out
 
 
-def _check_independently(reference: relax.Function, planned: relax.Function, mod: tvm.IRModule) -> list[str]:
-    try:
-        from ..verify import check_plan
-    except ImportError:  # the checker is optional at this layer
-        return []
-    return check_plan(reference, planned, mod)
-
-
 def plan_function(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, alignment: int,
                   time_limit: float) -> tuple[relax.Function, list[ArenaPlan], RelaxGraph]:
     """Roam's plan of one function of ``mod`` (arenas, then TVM's planner on what is left).
@@ -120,7 +114,7 @@ def plan_function(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, alignment: int,
     new_func = rewrite_with_arenas(mod, rg, plans) if plans else func
     # What roam does not place (returned, escaped, in branches) gets TVM's plan.
     new_func = tvm_static_plan()(_with(mod, gv, new_func))[gv]
-    violations = _check_independently(func, new_func, mod)
+    violations = check_plan(func, new_func, mod)
     if violations:
         raise RuntimeError("the plan checker rejected the plan: " + "; ".join(violations[:3]))
     return new_func, plans, rg

@@ -9,7 +9,8 @@ lowered module where ``StaticPlanBlockMemory`` would run. For each function:
    segments, subgraph tree, MIP per piece, weight-update scheduling);
 3. check it: a permutation that respects every dependency, and a simulated peak
    no higher than the input order's (otherwise the function is left as it was);
-4. rewrite: emit the bindings of each block in the new order;
+4. rewrite: emit the bindings of each block in the new order, and check it
+   against the input with the independent checker (``roam_tvm.verify``);
 5. on a lowered function (where memory planning runs), plan memory for the
    input order and for the new order as ``RoamLayout`` (default options) would,
    and keep the new order only if its plan is no worse in storage bytes and
@@ -29,6 +30,7 @@ from tvm import relax
 
 from ..graph import GraphError
 from .extract import ExtractError, RelaxGraph, extract_graph
+from ..verify import check_plan
 from .records import OrderRecord, record_order
 from .roam_layout import choose_plan, default_alignment, tvm_static_plan
 
@@ -144,8 +146,13 @@ class RoamOrder:
                 order, rec = self.plan(rg)
                 if order != list(range(len(rg.graph.ops))):
                     new_func = reorder_function(rg, order)
-                    worse = self._worse_for_layout(mod, gv, new_func) if rg.alloc_binding else None
-                    if worse:
+                    violations = check_plan(func, new_func, mod)
+                    worse = self._worse_for_layout(mod, gv, new_func) if rg.alloc_binding and not violations else None
+                    if violations:
+                        rec.status = f"kept input order: the plan checker rejected the new order: {violations[0]}"
+                        warnings.warn(f"RoamOrder: function {gv.name_hint!r} kept in its input order: "
+                                      f"the plan checker rejected the new order: {violations[0]}")
+                    elif worse:
                         rec.status = f"kept input order: {worse}"
                         warnings.warn(f"RoamOrder: function {gv.name_hint!r} kept in its input order: {worse}")
                     else:

@@ -26,6 +26,7 @@ from ..graph import Graph
 from ..graph.bounds import any_bound, cut_bound
 from ..passes import RoamLayout, RoamOrder, RoamPlan, extract_graph, latest_layout, latest_order
 from ..passes.roam_order import reorder_function
+from ..verify import check_plan
 from ..runtime.pipeline import as_target, dataflow_lower_passes, legalize_passes, library_dispatch_passes
 
 PLANNERS = ("tvm-default", "roam-order-only", "roam-layout-only", "roam")
@@ -133,15 +134,17 @@ def run_planner(scheduled: tvm.IRModule, planner: str, target="llvm", func: str 
                 planned = relax.transform.StaticPlanBlockMemory()(lowered)
             seconds += time.perf_counter() - start
         unplanned = extract_graph(lowered[func], lowered, func).graph
+        # The independent checker compares the plan with the step in its original order.
+        reference = lowered if not use_order else tvm.transform.Sequential(lower)(scheduled)
+    violations = check_plan(reference[func], planned[func], planned)
     peak, g = planned_peak(planned[func], planned)
     layout_rec = latest_layout(func) if use_layout else None
     order_rec = latest_order(func) if use_order else None
     notes = [r.status for r in (order_rec, layout_rec) if r is not None]
-    # RoamLayout validates its offsets before emitting them; a function it had to
-    # hand back to StaticPlanBlockMemory is still a valid plan.
+    notes += [f"plan checker: {v}" for v in violations[:3]]
     result = PlannerResult(peak_bytes=peak, order_bound_bytes=unplanned.peak(),
                            intermediate_bytes=peak - g.always_live_bytes, plan_seconds=seconds,
-                           valid=True, note="; ".join(notes),
+                           valid=not violations, note="; ".join(notes),
                            arena_bytes=layout_rec.arena_bytes if layout_rec and layout_rec.status == "roam" else None,
                            arena_lower_bound_bytes=layout_rec.lower_bound_bytes if layout_rec else None)
     extras = {"unplanned": unplanned, "planned_graph": g, "lowered": lowered, "planned": planned,
