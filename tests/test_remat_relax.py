@@ -119,6 +119,9 @@ def test_zoo_step_recomputed_is_bit_identical(name):
     rr = RoamRemat(budget, functions=[ts.func_name])
     new = rr(mod)
     assert rr.plans[ts.func_name].source
+    from roam_tvm.remat.check import check_recompute
+
+    assert check_recompute(mod[ts.func_name], new[ts.func_name]) == []
     _check_fits(mod, new, ts.func_name, budget)
     inputs = [t.numpy() for t in spec.example_inputs]
     targets = [t.numpy() for t in spec.targets]
@@ -156,3 +159,48 @@ def test_budget_holds_for_the_laid_out_arena():
         costs.append(rr.plans["main"].cost)
     assert costs[0] > 0 and costs[-1] == 0
     assert all(costs[k + 1] <= costs[k] for k in range(len(costs) - 1)), costs
+
+
+def test_independent_check_accepts_the_rewrite_and_catches_a_wrong_one():
+    from roam_tvm.remat.check import check_recompute, recomputed_calls
+
+    mod = _lowered(Chain)
+    g = extract_graph(mod["main"], mod, "main").graph
+    floor = RematPlanner(g, list(range(len(g.ops)))).floor().bytes
+    new = RoamRemat(floor, functions=["main"]).rewrite(mod)
+    ref, got = mod["main"], new["main"]
+    assert check_recompute(ref, got) == []
+    assert recomputed_calls(ref, got) > 0
+    # Break the rewrite: the first copy reads the wrong weight.
+    block = got.body.blocks[0]
+    names = [b.var.name for b in block.bindings]
+    i = next(k for k, n in enumerate(names) if n.endswith("_re"))
+    b = block.bindings[i]
+    call = b.value
+    args = list(call.args[1].fields)
+    w = [p for p in got.params if p.name.startswith("w") and all(not p.same_as(a) for a in args)][0]
+    args[-1] = w
+    bad_call = relax.Call(call.op, [call.args[0], relax.Tuple(args)], call.attrs, call.ty_args)
+    bindings = list(block.bindings)
+    bindings[i] = relax.VarBinding(b.var, bad_call)
+    bad = relax.Function(got.params, relax.SeqExpr([relax.DataflowBlock(bindings)], got.body.body),
+                         got.ret_ty, got.is_pure, got.attrs)
+    problems = check_recompute(ref, bad)
+    assert any("never computes" in p for p in problems), problems
+
+
+@pytest.mark.slow
+def test_compare_with_a_budget_reports_it(tmp_path):
+    import json
+
+    from roam_tvm.cli import main
+
+    out = tmp_path / "cmp.json"
+    assert main(["compare", "--model", "cnn", "--small", "--target", "llvm", "--budget", "0.97", "--no-cut",
+                 "--planners", "tvm-default", "roam", "--quiet", "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    roam, budgeted = r["planners"]["roam"], r["planners"]["roam-budget"]
+    assert r["budget_bytes"] == int(0.97 * roam["peak_bytes"])
+    assert r["floor_bytes"] <= r["budget_bytes"]
+    assert budgeted["fits"] and budgeted["valid"] and budgeted["peak_bytes"] <= r["budget_bytes"]
+    assert budgeted["recomputed_ops"] > 0 and 0 < budgeted["overhead_time"] < 1

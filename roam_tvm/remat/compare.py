@@ -51,6 +51,8 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
     from ..passes import RoamLayout, RoamOrder, extract_graph
     from ..report.compare import with_param_kinds
     from ..report.simulate import planned_peak, schedule_for
+    from ..verify import check_plan
+    from .check import check_recompute
     from ..runtime.pipeline import as_target, dataflow_lower_passes
 
     func = ts.func_name
@@ -66,6 +68,10 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
         lowered = tvm.transform.Sequential(dataflow_lower_passes(tgt))(budgeted)
         planned = RoamLayout(**(layout_options or {}))(lowered)
     seconds = time.perf_counter() - start
+    # Two independent checks: the recomputation against roam's order, the
+    # layout against the budgeted step it laid out.
+    violations = check_recompute(ordered[func], budgeted[func])
+    violations += check_plan(lowered[func], planned[func], planned)
     peak, g = planned_peak(planned[func], planned)
     plan, floor = remat.plans[func], remat.planners[func].floor()
     over = plan.report["overheads"]
@@ -78,7 +84,8 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
             "peak_bytes": peak,
             "intermediate_bytes": peak - g.always_live_bytes,
             "order_bound_bytes": extract_graph(lowered[func], lowered, func).graph.peak(),
-            "valid": True,
+            "valid": not violations,
+            "note": "; ".join(f"plan checker: {v}" for v in violations[:3]),
             "method": (f"recompute {len(plan.source)} ops"
                        + (f", +{100 * time_share:.1f}% time" if time_share is not None else "")
                        + ("" if peak <= plan.budget else ", arena over budget")),
