@@ -65,9 +65,18 @@ def test_resolve_rejects_bad_values():
         resolve_budget("0.5", 0)
 
 
-def test_cli_rejects_a_bad_budget_before_any_work(capsys):
-    from roam_tvm.cli import main
+def test_cli_rejects_a_bad_budget_before_any_work():
+    import os
+    import subprocess
+    import sys
 
-    assert main(["compare", "--model", "mlp", "--small", "--budget", "8GB"]) == 2
-    err = capsys.readouterr().err
-    assert "--budget" in err and "binary suffixes" in err
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = ("import sys, time; t = time.perf_counter(); from roam_tvm.cli import main; rc = main(sys.argv[1:]); "
+            "print(rc, round(time.perf_counter() - t, 3), *(m in sys.modules for m in ('torch', 'tvm', 'scipy')))")
+    p = subprocess.run([sys.executable, "-c", code, "compare", "--model", "mlp", "--budget", "8GB"],
+                       capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=root), cwd=root)
+    rc, seconds, *loaded = p.stdout.split()
+    assert rc == "2" and loaded == ["False"] * 3, p.stdout + p.stderr
+    assert float(seconds) < 1.0
+    last = p.stderr.strip().splitlines()[-1]
+    assert "--budget" in last and "binary suffixes" in last and "Traceback" not in p.stderr

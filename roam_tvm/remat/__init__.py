@@ -2,12 +2,23 @@
 
 ``RematPlanner(g).plan(budget)`` / ``plan_remat(g, budget)`` give a
 ``RematPlan`` (graph with copies, order, peak <= budget); ``floor()`` names
-the lowest budget; ``parse_budget`` reads ``--budget``.
-"""
-from .budget import Budget, format_bytes, parse_budget, resolve_budget
-from .cost import COST_MODELS, op_costs
-from .floor import BudgetError, Floor, lower_bound
-from .planner import RematPlan, RematPlanner, plan_remat
+the lowest budget; ``parse_budget`` reads ``--budget``. The Relax side is
+``roam_tvm.remat.relax_remat.RoamRemat`` (imports TVM; not imported here).
 
-__all__ = ["Budget", "parse_budget", "resolve_budget", "format_bytes", "COST_MODELS", "op_costs",
-           "BudgetError", "Floor", "lower_bound", "RematPlan", "RematPlanner", "plan_remat"]
+Only the budget parser is imported eagerly, so that the command line can
+check ``--budget`` before it loads numpy/scipy; the rest loads on first use.
+"""
+from importlib import import_module
+
+from .budget import Budget, format_bytes, parse_budget, resolve_budget
+
+_LAZY = {"COST_MODELS": ".cost", "op_costs": ".cost", "BudgetError": ".floor", "Floor": ".floor",
+         "lower_bound": ".floor", "RematPlan": ".planner", "RematPlanner": ".planner", "plan_remat": ".planner"}
+
+__all__ = ["Budget", "parse_budget", "resolve_budget", "format_bytes", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
