@@ -269,3 +269,23 @@ def test_measured_peak_fits_and_stays_monotone():
         costs.append(plan.cost)
     assert costs[-1] < float("inf")
     assert all(costs[k + 1] <= costs[k] for k in range(19)), costs
+
+
+def test_time_limit_truncates_the_path_but_keeps_plans_valid_and_monotone():
+    g = _chain(16)
+    full = RematPlanner(g).floor().bytes
+    planner = RematPlanner(g, time_limit=1e-9)
+    fl = planner.floor()
+    assert fl.truncated and fl.bytes > full
+    with pytest.raises(BudgetError, match="time limit"):
+        planner.plan(fl.bytes - 1)
+    top = planner.unbudgeted_peak
+    costs = []
+    for k in range(5):
+        b = fl.bytes + (top - fl.bytes) * k // 4
+        plan = planner.plan(b)
+        check_plan(g, plan, b, planner.base_order)
+        costs.append(plan.cost)
+    assert all(costs[k + 1] <= costs[k] for k in range(4))
+    with pytest.raises(ValueError, match="time_limit"):
+        RematPlanner(g, time_limit=0)

@@ -49,6 +49,8 @@ class Floor:
         The op running at that step.
     lower_bound : int
         :func:`lower_bound`; no plan at all goes below it.
+    truncated : bool
+        The search stopped at its time limit, so more time may go lower.
     """
 
     bytes: int
@@ -56,6 +58,7 @@ class Floor:
     live: int
     at_op: str
     lower_bound: int
+    truncated: bool = False
 
     def describe(self) -> str:
         """``'X = parameters P + optimizer state S + inputs I + live L at op 'name''``."""
@@ -71,4 +74,6 @@ class Floor:
             f"budget {format_bytes(budget)} is below the floor {self.describe()}; no order with "
             f"recomputation found here goes lower (and no plan at all goes below "
             f"{format_bytes(self.lower_bound)}: always-live bytes + the largest op). "
-            f"Use a budget of at least {self.bytes} bytes.")
+            + ("The search for recomputations stopped at its time limit; more time may go lower. "
+               if self.truncated else "")
+            + f"Use a budget of at least {self.bytes} bytes.")

@@ -94,10 +94,20 @@ class RematPlanner:
     max_candidates : int, optional
         Simulate at most this many candidates per step (the largest roots
         first); default all.
+    time_limit : float, optional
+        Seconds the path may grow in total. When they run out the path ends
+        where it is (``truncated``): plans already on it are unchanged, so
+        monotonicity holds, but the floor is then only the lowest peak reached
+        and may depend on the machine's speed.
     """
 
     def __init__(self, g: Graph, order: Sequence[int] | None = None, cost_model: str = "bytes",
-                 flops: Sequence[float] | None = None, max_candidates: int | None = None):
+                 flops: Sequence[float] | None = None, max_candidates: int | None = None,
+                 time_limit: float | None = None):
+        if time_limit is not None and not time_limit > 0:
+            raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+        self.time_limit = time_limit
+        self.truncated = False
         self.g = g
         self.flops = flops
         self.costs = op_costs(g, cost_model, flops)
@@ -175,7 +185,7 @@ class RematPlanner:
         t0 = time.perf_counter()
         try:
             while not self.done:
-                if not self._step():
+                if not self._step() or self._out_of_time(t0):
                     self.done = True
                     break
                 if self.lives[-1].peak <= budget:
@@ -191,7 +201,7 @@ class RematPlanner:
         st, lv = self.states[-1], self.lives[-1]
         s = lv.at_peak[0]
         return Floor(lv.peak, always_live_parts(self.g), lv.peak - self.g.always_live_bytes,
-                     st.ops[st.order[s]].name, self.lower_bound)
+                     st.ops[st.order[s]].name, self.lower_bound, self.truncated)
 
     def plan(self, budget: Budget | str | int,
              measure: Callable[[RematPlan], int] | None = None) -> RematPlan:
@@ -248,9 +258,16 @@ class RematPlanner:
     def _grow(self) -> bool:
         t0 = time.perf_counter()
         grew = self._step()
-        self.done = not grew
+        self.done = not grew or self._out_of_time(t0)
         self.seconds += time.perf_counter() - t0
         return grew
+
+    def _out_of_time(self, t0: float) -> bool:
+        """The growth budget is spent (``seconds`` so far plus this call's)."""
+        if self.time_limit is None or self.seconds + time.perf_counter() - t0 <= self.time_limit:
+            return False
+        self.truncated = True
+        return True
 
     def _make_plan(self, i: int, budget: int) -> RematPlan:
         st, lv = self.states[i], self.lives[i]
@@ -269,6 +286,7 @@ class RematPlanner:
         return RematPlan(g2, list(st.order), peak, budget, source, st.cost, step_cost,
                          st.cost / step_cost if step_cost else 0.0, self.cost_model,
                          {"path_index": i, "path_length": len(self.states), "done": self.done,
+                          "truncated": self.truncated,
                           "unbudgeted_peak": self.unbudgeted_peak, "seconds": self.seconds,
                           "overheads": self._overheads(source)})
 

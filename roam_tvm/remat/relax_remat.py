@@ -152,6 +152,9 @@ class RoamRemat:
         plans after dataflow lowering (alignment and fragmentation included),
         not only for perfect packing: each candidate plan is lowered, laid out
         and simulated (slower: one layout per plan tried).
+    time_limit : float, optional
+        Seconds the recomputation search may take per function (see
+        :class:`~roam_tvm.remat.planner.RematPlanner`); default no limit.
 
     Attributes
     ----------
@@ -162,9 +165,11 @@ class RoamRemat:
     """
 
     def __init__(self, budget: Budget | str | int, functions: list[str] | None = None,
-                 cost_model: str = "roofline", layout: dict | None = None):
+                 cost_model: str = "roofline", layout: dict | None = None,
+                 time_limit: float | None = None):
         self.budget = parse_budget(budget) if isinstance(budget, str) else budget
         self.layout = layout
+        self.time_limit = time_limit
         self.functions = ["train_step"] if functions is None else list(functions)
         self.cost_model = cost_model
         self.plans: dict[str, RematPlan] = {}
@@ -185,7 +190,7 @@ class RoamRemat:
             gv = names[name]
             rg = extract_graph(mod[gv], mod, name)
             planner = RematPlanner(rg.graph, list(range(len(rg.graph.ops))), self.cost_model,
-                                   op_flops(mod, rg.graph))
+                                   op_flops(mod, rg.graph), time_limit=self.time_limit)
             self.planners[name] = planner
             measure = None
             if self.layout is not None:
