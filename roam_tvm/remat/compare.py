@@ -27,7 +27,8 @@ __all__ = ["budget_report"]
 
 
 def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int | None = None,
-                  order_options: dict | None = None, layout_options: dict | None = None) -> dict:
+                  order_options: dict | None = None, layout_options: dict | None = None,
+                  time_limit: float = 180.0) -> dict:
     """Plan ``ts`` under ``budget`` and simulate it.
 
     Parameters
@@ -41,6 +42,9 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
         of a fractional budget; default: roam's order with perfect packing.
     order_options, layout_options : dict, optional
         For ``RoamOrder`` and ``RoamLayout``.
+    time_limit : float
+        Seconds for the recomputation search (the issue's planning target);
+        a truncated search is reported in the floor's text.
 
     Returns
     -------
@@ -63,7 +67,7 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
         ordered = RoamOrder(functions=[func], **(order_options or {}))(scheduled)
         if budget.fraction is not None and unbudgeted_peak is not None:
             budget = Budget(bytes=resolve_budget(budget, unbudgeted_peak), text=budget.text)
-        remat = RoamRemat(budget, functions=[func], layout=dict(layout_options or {}))
+        remat = RoamRemat(budget, functions=[func], layout=dict(layout_options or {}), time_limit=time_limit)
         budgeted = remat.rewrite(ordered)
         lowered = tvm.transform.Sequential(dataflow_lower_passes(tgt))(budgeted)
         planned = RoamLayout(**(layout_options or {}))(lowered)
@@ -79,7 +83,8 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
     return {
         "budget_bytes": plan.budget,
         "floor_bytes": floor.bytes,
-        "floor": floor.describe() + " (perfect packing on the call_tir-level graph)",
+        "floor": floor.describe() + " (perfect packing on the call_tir-level graph"
+                 + ("; search stopped at its time limit)" if floor.truncated else ")"),
         "planner": {
             "peak_bytes": peak,
             "intermediate_bytes": peak - g.always_live_bytes,
