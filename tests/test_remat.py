@@ -289,3 +289,24 @@ def test_time_limit_truncates_the_path_but_keeps_plans_valid_and_monotone():
     assert all(costs[k + 1] <= costs[k] for k in range(4))
     with pytest.raises(ValueError, match="time_limit"):
         RematPlanner(g, time_limit=0)
+
+
+def test_fewer_candidates_still_fit():
+    g = random_training_graph(60, 6)
+    planner = RematPlanner(g, max_candidates=1)
+    fl, top = planner.floor().bytes, planner.unbudgeted_peak
+    for b in (fl, (fl + top) // 2):
+        check_plan(g, planner.plan(b), b, planner.base_order)
+
+
+def test_the_core_does_not_import_tvm():
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = ("import sys; from roam_tvm.remat import RematPlanner, plan_remat; import roam_tvm.remat.planner; "
+            "print('tvm' in sys.modules, 'torch' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=root), cwd=root)
+    assert p.stdout.split() == ["False", "False"], p.stdout + p.stderr
