@@ -4,8 +4,10 @@ Method: one greedy path, cut by the budget
 -------------------------------------------
 Start from the unbudgeted step (``g`` in roam's order, no copies). At each
 step, every root live across a peak step but not used there is a candidate
-for :func:`~roam_tvm.remat.state.split` (recompute it for its users after that
-step). Each candidate is simulated exactly; a candidate *improves* when it
+for :func:`~roam_tvm.remat.moves.split` (recompute it for its users after that
+step), once plainly and once *chained* (inputs dead at the insertion point are
+recomputed too, which is what lets the path reach full recomputation of a
+chain). Each candidate is simulated exactly; a candidate *improves* when it
 lowers ``(peak, number of steps at the peak)`` lexicographically. Among the
 improving ones, the one lowering the peak most per unit of added cost is
 taken; when none lowers the peak, the cheapest one that removes a peak step.
@@ -23,6 +25,10 @@ the planner's own count, and the peak is ``<= budget`` by construction.
 
 Order: the copies are inserted into the base order (roam's unbudgeted
 order), each just before its first reader; the other ops keep their order.
+
+Arena: ``plan(budget, measure)`` walks on from that first state to the first
+one whose *measured* peak (e.g. the arena a layout planner gives) fits; still
+monotone. ``time_limit`` truncates the path (see :class:`RematPlanner`).
 """
 from __future__ import annotations
 
