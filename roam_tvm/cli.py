@@ -77,6 +77,15 @@ def check_out_file(path: str, flag: str) -> None:
         raise ArgumentCheckError(f"{flag} {path!r}: no permission to write in {folder!r}")
 
 
+def _budget(text: str):
+    from .remat.budget import parse_budget
+
+    try:
+        return parse_budget(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
 def _is_factory(model: str) -> bool:
     return ":" in model and model.rsplit(":", 1)[0].endswith(".py")
 
@@ -181,6 +190,13 @@ def cmd_compare(args) -> int:
                           order_options={"time_limit": args.time_limit, "progress": not args.quiet},
                           layout_options={"time_limit": args.time_limit},
                           progress=not args.quiet, log=None if args.quiet else _log)
+    if args.budget is not None:  # the budgeted roam planner (recomputation), see roam_tvm.remat.compare
+        from .remat.compare import budget_report
+
+        extra = budget_report(ts, args.budget, args.target, report["planners"].get("roam", {}).get("peak_bytes"),
+                              {"time_limit": args.time_limit}, {"time_limit": args.time_limit})
+        report["planners"]["roam-budget"] = extra.pop("planner")
+        report.update(extra)
     report = {"model": spec.name, "config": {**spec.config, "optimizer": spec.optimizer.kind,
                                              "loss": loss_name(spec.loss), "target": args.target},
               **report, "import_seconds": import_seconds,
@@ -229,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="subset of: " + " ".join(ALL_PLANNERS))
     c.add_argument("--json", default=None, help="write the report as JSON here")
     c.add_argument("--no-cut", action="store_true", help="skip the cut lower bound")
+    c.add_argument("--budget", type=_budget, default=None,
+                   help="also plan roam with recomputation under this budget: bytes (8GiB, 512MiB, 123456) "
+                        "or a fraction in (0, 1] of roam's unbudgeted peak")
     c.set_defaults(func=cmd_compare)
     p = sub.add_parser("plan", help="write the roam plan as JSON, minimalloc CSV and a timeline PNG")
     _add_model_args(p)
@@ -271,7 +290,7 @@ def _is_user_error(err: Exception) -> bool:
         return True
     mods = sys.modules  # an error class whose module never loaded cannot have been raised
     kinds = [(".frontend.errors", "FrontendError"), (".zoo.spec", "ZooError"), (".passes.extract", "ExtractError"),
-             (".graph.model", "GraphError")]
+             (".graph.model", "GraphError"), (".remat.floor", "BudgetError")]
     classes = tuple(getattr(mods[__package__ + m], n) for m, n in kinds if __package__ + m in mods)
     return isinstance(err, classes)
 
