@@ -37,6 +37,7 @@ from tvm.relax.op import register_gradient
 from tvm.relax.op.grad import no_grad
 
 from .norm_grad import GRADS as _NORM_GRADS
+from .stop_gradient import GRADS as _STOP_GRADS
 
 _DONE = False
 
@@ -239,6 +240,8 @@ _GRADS = {
     # layer_norm / batch_norm (see norm_grad.py): only when step.py keeps them whole
     # through Gradient; each reads x and gamma only
     **_NORM_GRADS,
+    # R.grad.no_grad as a stop-gradient (stop_gradient.py)
+    **_STOP_GRADS,
 }
 
 

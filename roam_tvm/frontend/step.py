@@ -41,6 +41,7 @@ from .errors import DynamicShapeError, MetaWeightsError, MissingGradientError, U
 from .fuse_gelu import fuse_tanh_gelu
 from .norm_grad import share_statistics
 from .simplify import drop_noop_broadcasts
+from .stop_gradient import ActiveVars, insert_stop_gradients, remove_stop_gradients
 from .optim import Optimizer, bn_stats_kernel, copy_kernel, counter_kernel, optimizer_kernel
 
 # Ops whose output may be a view (alias) of their input once lowered.
@@ -252,12 +253,10 @@ def check_static_shapes(func: relax.Function):
 def check_gradients(func: relax.Function, param_vars):
     """Raise MissingGradientError for the first op on a param->loss path with no gradient."""
     gradients.ensure_registered()
-    dep = set(v for v in param_vars)
+    active = ActiveVars(func, param_vars).active  # what Gradient will differentiate
     for b in _bindings(func):
-        fv = _free_vars(b.value)
-        if not any(v in dep for v in fv):
+        if b.var not in active:
             continue
-        dep.add(b.var)
         name = _op_name(b.value)
         if name is None:
             continue
@@ -365,6 +364,8 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     fwd = mod["fwd"]
     pvars = list(fwd.params[n_in + n_tg: n_in + n_tg + n_p])
     check_gradients(fwd, pvars)
+    # Gradient sees no value that has no derivative (positions, masks, indices)
+    mod["fwd"] = fwd = insert_stop_gradients(fwd, pvars)
     progress(f"gradient of {len(_bindings(fwd))} bindings w.r.t. {len(pvars)} params")
     try:
         with gradients.output_based_gradients():
@@ -376,6 +377,7 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
             f"relax.transform.Gradient failed at op '{op}': {str(e).splitlines()[-1][:300]}. "
             f"If the op has no gradient, register one with "
             f"tvm.relax.op.register_gradient('{op}', fn).") from None
+    mod["fwd_adjoint"] = remove_stop_gradients(mod["fwd_adjoint"])
     # the forward's norms become the same primitive ops as before (batch_norm in training
     # mode: batch statistics); the backward already is primitive
     mod = relax.transform.DecomposeOpsForTraining("fwd_adjoint")(mod)
