@@ -17,6 +17,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from .converters import CONVERTERS
 from .errors import FrontendError, ImportError_, TraceError, UnsupportedError
 from .optim import SGD, Optimizer, as_optimizer
 from .step import BNSpec, TrainingStep, _Progress, _attrs_dict, build_train_step
@@ -432,6 +433,7 @@ def _import_ep(ep, meta):
 
     with _patched_importer(ep, meta):
         mod = from_exported_program(ep, run_ep_decomposition=True, keep_params_as_input=True,
-                                    unwrap_unit_return_tuple=True)
+                                    unwrap_unit_return_tuple=True,
+                                    custom_convert_map=CONVERTERS)
     mod, _ = detach_params(mod)
     return mod
