@@ -40,6 +40,7 @@ from . import gradients
 from .errors import DynamicShapeError, MetaWeightsError, MissingGradientError, UnsupportedError
 from .fuse_gelu import fuse_tanh_gelu
 from .norm_grad import share_statistics
+from .nt_matmul import FuseNTMatmul
 from .simplify import drop_noop_broadcasts
 from .stop_gradient import ActiveVars, insert_stop_gradients, remove_stop_gradients
 from .optim import Optimizer, bn_stats_kernel, copy_kernel, counter_kernel, optimizer_kernel
@@ -582,7 +583,8 @@ def _assemble(adj, *, n_in, n_tg, n_p, carry_names, precise_reductions, input_na
     mod = bb.get()
     # matmul(x, permute_dims(w)) -> one NT-matmul kernel: no transposed copy of a weight
     # (or of an activation) is materialised, forward or backward
-    mod = relax.transform.DeadCodeElimination()(relax.transform.FuseTransposeMatmul()(mod))
+    # (FuseNTMatmul: TVM's FuseTransposeMatmul with operands that cannot swap, nt_matmul.py)
+    mod = relax.transform.DeadCodeElimination()(FuseNTMatmul()(mod))
     buffer_values = dict(buffer_values or {})
     return TrainingStep(mod=mod, signature=sig, optimizer=optimizer, shapes=shapes,
                         param_values=None if meta else param_values,
