@@ -39,6 +39,7 @@ from tvm import relax
 from . import gradients
 from .errors import DynamicShapeError, MetaWeightsError, MissingGradientError, UnsupportedError
 from .fuse_gelu import fuse_tanh_gelu
+from .gradient_errors import explain_gradient_failure
 from .norm_grad import share_statistics
 from .nt_matmul import FuseNTMatmul
 from .simplify import drop_noop_broadcasts
@@ -371,13 +372,9 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     try:
         with gradients.output_based_gradients():
             mod = relax.transform.Gradient("fwd", require_grads=pvars, target_index=0)(mod)
-    except Exception as e:  # noqa: BLE001  # pragma: no cover - pre-check catches most
-        m = re.search(r"relax\.[\w.]+", str(e))
-        op = m.group(0) if m else "<unknown>"
-        raise MissingGradientError(
-            f"relax.transform.Gradient failed at op '{op}': {str(e).splitlines()[-1][:300]}. "
-            f"If the op has no gradient, register one with "
-            f"tvm.relax.op.register_gradient('{op}', fn).") from None
+    except Exception as e:  # noqa: BLE001  # pre-check catches most
+        with gradients.output_based_gradients():
+            raise explain_gradient_failure(mod, "fwd", pvars, e) from None
     mod["fwd_adjoint"] = remove_stop_gradients(mod["fwd_adjoint"])
     # the forward's norms become the same primitive ops as before (batch_norm in training
     # mode: batch statistics); the backward already is primitive
