@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 from tvm import relax  # noqa: E402
 
 import test_numerics  # noqa: E402
-from roam_tvm.frontend import Adam, from_torch  # noqa: E402
+from roam_tvm.frontend import SGD, Adam, from_torch  # noqa: E402
 from roam_tvm.passes import latest_layout  # noqa: E402
 from roam_tvm.runtime import build  # noqa: E402
 from roam_tvm.zoo import families  # noqa: E402
@@ -22,6 +22,7 @@ from roam_tvm.zoo import families  # noqa: E402
 # seconds on 2 shared cores; the slower ones run with --runslow
 FAST = ["llama", "t5", "densenet", "moe", "lstm", "gru", "unet"]
 SLOW = ["qwen2", "mistral", "swin"]
+CNNS = {"densenet", "unet"}
 
 
 def _roam_step(ts, inputs, targets):
@@ -39,7 +40,8 @@ def _check(name, monkeypatch):
     made = getattr(families, name)()
     model, inputs, targets = made[:3]
     loss = made[3] if len(made) > 3 else "cross_entropy"
-    opt = Adam(lr=1e-3)
+    # the zoo's conventions: SGD with momentum for CNNs, Adam for the rest
+    opt = SGD(lr=0.01, momentum=0.9, weight_decay=1e-4) if name in CNNS else Adam(lr=1e-3)
     ts = from_torch(model, inputs, targets, loss=loss, optimizer=opt, quiet=True)
     monkeypatch.setattr(test_numerics, "tvm_step", _roam_step)
     test_numerics.compare_step(model, inputs, targets, loss, opt, ts=ts)

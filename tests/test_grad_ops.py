@@ -58,6 +58,8 @@ OPS = {
     "index_put_acc": lambda m, h: h.index_put((_idx(0, 2, 2),), h[1:4] * 2.0, accumulate=True),
     "index_put_set": lambda m, h: h.index_put((_idx(0, 2),), m.b[None, :] * h[3:4]),
     "index_select": lambda m, h: h[:, _idx(0, 5, 5, 11)],
+    "select": lambda m, h: h[:, 3] * h[:, -1],  # take with a 0-d index
+    "take_2d": lambda m, h: h[:, torch.tensor([[0, 5], [5, 11]])],
     "scatter": lambda m, h: h.scatter(1, _idx(0, 4, 7).expand(N, 3), h[:, 8:11] * 3.0),
     "scatter_add": lambda m, h: h.scatter_add(1, _idx(0, 4, 4).expand(N, 3), h[:, 8:11]),
     "gather": lambda m, h: torch.gather(h, 1, _idx(0, 3, 3, 7).expand(N, 4)),

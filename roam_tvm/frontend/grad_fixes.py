@@ -14,6 +14,9 @@ checked against torch autograd in float64 by ``tests/test_grad_ops.py``.
   block) made TVM split the gradient into a bare tensor instead of a 1-tuple.
 * ``relax.cumsum``: TVM ignores ``exclusive``; the gradient of an exclusive cumsum is the
   reversed cumsum *minus* the element itself.
+* ``relax.take``: TVM's ``take_backward`` kernel only accepts 1-D indices; a scalar index
+  (``out[:, -1]``, ``gates[:, e]``) or a 2-D one fails to legalize. The indices are
+  flattened and the output gradient reshaped to match, which is the same sum.
 """
 
 from __future__ import annotations
@@ -76,8 +79,27 @@ def _cumsum_grad(orig_var, orig_call, output_grad, ctx):
     return [rev]
 
 
+def _take_grad(orig_var, orig_call, output_grad, ctx):
+    x, idx = orig_call.args
+    axis = orig_call.attrs.axis
+    g = output_grad
+    if idx.ty.ndim != 1:
+        n = 1
+        for d in _shape(idx):
+            n *= d
+        if axis is None:
+            g = R.reshape(g, [n])
+        else:
+            ax = int(axis) % x.ty.ndim
+            xs = _shape(x)
+            g = R.reshape(g, xs[:ax] + [n] + xs[ax + 1:])
+        idx = ctx.normalize(R.reshape(idx, [n]))
+    return [R.grad.take_backward(g, x, idx, axis), no_grad(orig_call.args[1])]
+
+
 GRADS = {
     "relax.where": _where_grad,
     "relax.concat": _concat_grad,
     "relax.cumsum": _cumsum_grad,
+    "relax.take": _take_grad,
 }
