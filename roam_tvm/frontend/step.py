@@ -581,7 +581,10 @@ def _assemble(adj, *, n_in, n_tg, n_p, carry_names, precise_reductions, input_na
     # matmul(x, permute_dims(w)) -> one NT-matmul kernel: no transposed copy of a weight
     # (or of an activation) is materialised, forward or backward
     # (FuseNTMatmul: TVM's FuseTransposeMatmul with operands that cannot swap, nt_matmul.py)
-    mod = relax.transform.DeadCodeElimination()(FuseNTMatmul()(mod))
+    # CanonicalizeBindings: adjoint tuples (of split / chunk outputs, nested in RNN steps)
+    # are read field by field, else FuseTIR fails on a tuple parameter (GRU)
+    mod = FuseNTMatmul()(mod)
+    mod = relax.transform.DeadCodeElimination()(relax.transform.CanonicalizeBindings()(mod))
     buffer_values = dict(buffer_values or {})
     return TrainingStep(mod=mod, signature=sig, optimizer=optimizer, shapes=shapes,
                         param_values=None if meta else param_values,
