@@ -41,6 +41,7 @@ from .errors import DynamicShapeError, MetaWeightsError, MissingGradientError, U
 from .fuse_gelu import fuse_tanh_gelu
 from .gradient_errors import explain_gradient_failure
 from .norm_grad import share_statistics
+from .flatten_tuples import InlineTupleVars
 from .nt_matmul import FuseNTMatmul
 from .simplify import drop_noop_broadcasts
 from .stop_gradient import ActiveVars, insert_stop_gradients, remove_stop_gradients
@@ -581,10 +582,9 @@ def _assemble(adj, *, n_in, n_tg, n_p, carry_names, precise_reductions, input_na
     # matmul(x, permute_dims(w)) -> one NT-matmul kernel: no transposed copy of a weight
     # (or of an activation) is materialised, forward or backward
     # (FuseNTMatmul: TVM's FuseTransposeMatmul with operands that cannot swap, nt_matmul.py)
-    # CanonicalizeBindings: adjoint tuples (of split / chunk outputs, nested in RNN steps)
-    # are read field by field, else FuseTIR fails on a tuple parameter (GRU)
-    mod = FuseNTMatmul()(mod)
-    mod = relax.transform.DeadCodeElimination()(relax.transform.CanonicalizeBindings()(mod))
+    # adjoint tuples (of split / chunk outputs, nested in RNN steps) are read field by
+    # field, else FuseTIR fails on a tuple parameter (GRU; flatten_tuples.py)
+    mod = relax.transform.DeadCodeElimination()(InlineTupleVars()(FuseNTMatmul()(mod)))
     buffer_values = dict(buffer_values or {})
     return TrainingStep(mod=mod, signature=sig, optimizer=optimizer, shapes=shapes,
                         param_values=None if meta else param_values,
