@@ -6,10 +6,15 @@
   ``x[idx] = v``). TVM requires one index tensor per dimension. The missing trailing
   dimensions get ``arange`` index tensors, broadcast against the given ones, and the values
   are broadcast to the full index shape: the same elements, written or accumulated once.
+* ``select`` with a negative index (``out[:, -1]``): TVM emits ``take(x, -1, mode="fast")``,
+  which reads before the start of the axis (garbage in an RNN classifier's last step). The
+  index is taken modulo the axis length.
+
 """
 
 from __future__ import annotations
 
+import tvm
 from tvm import relax
 from tvm.relax import op as R
 
@@ -65,4 +70,15 @@ def _broadcast(shapes):
     return out
 
 
-CONVERTERS = {"index_put.default": _index_put, "index_put_.default": _index_put}
+def _select(node, importer):
+    x = importer.env[node.args[0]]
+    dim, index = int(node.args[1]), int(node.args[2])
+    if index < 0:
+        extent = x.ty.shape.values[dim % x.ty.ndim]
+        if isinstance(extent, tvm.tirx.IntImm):
+            index += int(extent)
+    return importer.block_builder.emit(R.take(x, relax.const(index, "int64"), dim))
+
+
+CONVERTERS = {"index_put.default": _index_put, "index_put_.default": _index_put,
+              "select.int": _select}
