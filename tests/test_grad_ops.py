@@ -127,3 +127,33 @@ def test_unsupported_pad_mode_names_the_mode():
     with pytest.raises((UnsupportedError, MissingGradientError)) as err:
         from_torch(Reflect(), (torch.randn(2, 4),), (torch.randint(0, 6, (2,)),), quiet=True)
     assert "reflect" in str(err.value)
+
+
+BROADCASTING = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum",
+                "where", "matmul"]
+
+
+@pytest.mark.parametrize("name", BROADCASTING)
+def test_broadcasting_gradients_are_reduced_to_each_operand(name):
+    """Every broadcasting op with a gradient: the adjoint of each operand has its shape."""
+    from roam_tvm.frontend import gradients
+
+    gradients.ensure_registered()
+    a = relax.Var("a", relax.TensorType((3, 1, 4) if name != "matmul" else (2, 1, 3, 4),
+                                        "float32"))
+    b = relax.Var("b", relax.TensorType((5, 1) if name != "matmul" else (5, 4, 2), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("f", [a, b]):
+        with bb.dataflow():
+            if name == "where":
+                y = relax.op.where(relax.op.greater(a, relax.const(0.0, "float32")), a, b)
+            else:
+                y = getattr(relax.op, name)(a, b)
+            s = bb.emit_output(bb.emit(relax.op.sum(y)))
+        bb.emit_func_output(s)
+    mod = bb.get()
+    with gradients.output_based_gradients():
+        mod = relax.transform.Gradient("f", require_grads=list(mod["f"].params))(mod)
+    ret = mod["f_adjoint"].ret_ty.fields[1]
+    assert [list(map(int, f.shape.values)) for f in ret.fields] == [
+        list(map(int, p.ty.shape.values)) for p in (a, b)]
