@@ -30,24 +30,24 @@ class OpsNet(torch.nn.Module):
         super().__init__()
         self.l1 = torch.nn.Linear(D, D)
         self.b = torch.nn.Parameter(torch.randn(D))
-        self.gn = torch.nn.GroupNorm(2, 4)
-        self.gn2 = torch.nn.GroupNorm(2, 4)
-        with torch.no_grad():
-            for g in (self.gn, self.gn2):
-                g.weight.uniform_(0.5, 1.5)
-                g.bias.uniform_(-0.5, 0.5)
+        if any(k in OPS_F32 for k in ops):
+            self.gn = torch.nn.GroupNorm(2, 4)
+            self.gn2 = torch.nn.GroupNorm(2, 4)
+            with torch.no_grad():
+                for g in (self.gn, self.gn2):
+                    g.weight.uniform_(0.5, 1.5)
+                    g.bias.uniform_(-0.5, 0.5)
         self.ops = ops
         self.l2 = torch.nn.LazyLinear(3)
 
     def forward(self, x):
-        h = self.l1(x)
-        return self.l2(torch.cat([OPS[k](self, h).reshape(N, -1) for k in self.ops], 1))
+        h = self.l1(x) + 0.0 * self.b  # b always has a gradient (0 unless an op reads it)
+        ops = {**OPS, **OPS_F32}
+        return self.l2(torch.cat([ops[k](self, h).reshape(N, -1) for k in self.ops], 1))
 
 
 OPS = {
     "pad": lambda m, h: F.pad(h.reshape(N, 3, 4), (1, 2, 0, 1)),
-    "group_norm_3d": lambda m, h: m.gn(h.reshape(N, 4, 3)),
-    "group_norm_4d": lambda m, h: m.gn2(h.reshape(N, 4, 3, 1) * 2.0),
     "concat_one": lambda m, h: torch.cat([h], 1) * h,
     "split": lambda m, h: torch.split(h, [4, 8], 1)[1] * torch.split(h, [4, 8], 1)[0].sum(1, True),
     # b (D,) against a (N, D) mask: its gradient is summed over the batch
@@ -66,15 +66,22 @@ OPS = {
     "scatter_add": lambda m, h: h.scatter_add(1, _idx(0, 4, 4).expand(N, 3), h[:, 8:11]),
     "gather": lambda m, h: torch.gather(h, 1, _idx(0, 3, 3, 7).expand(N, 4)),
     "topk": lambda m, h: torch.topk(h, 3, dim=1).values,
+}
+
+# TVM legalizes group_norm for float32 / float16 only, and its resize2d rounds float64
+# values through float32 (loss 1.4e-9 off in float64): checked in float32
+OPS_F32 = {
     "nearest_2x": lambda m, h: F.interpolate(h.reshape(N, 1, 3, 4), scale_factor=2.0,
                                              mode="nearest"),
+    "group_norm_3d": lambda m, h: m.gn(h.reshape(N, 4, 3)),
+    "group_norm_4d": lambda m, h: m.gn2(h.reshape(N, 4, 3, 1) * 2.0),
 }
 
 
-def _case(ops):
+def _case(ops, dtype=torch.float64):
     torch.manual_seed(0)
-    m = OpsNet(ops).double()
-    x = torch.randn(N, D, dtype=torch.float64)
+    m = OpsNet(ops).to(dtype)
+    x = torch.randn(N, D, dtype=dtype)
     m(x)  # materialise the lazy layer
     return m, (x,), (torch.randint(0, 3, (N,)),)
 
@@ -82,6 +89,11 @@ def _case(ops):
 def test_all_new_gradients_float64():
     m, ins, tgs = _case(list(OPS))
     compare_step(m, ins, tgs, "cross_entropy", SGD(lr=1.0), dtype="float64")
+
+
+def test_group_norm_and_resize_float32():
+    m, ins, tgs = _case(list(OPS_F32), torch.float32)
+    compare_step(m, ins, tgs, "cross_entropy", SGD(lr=0.1))
 
 
 @pytest.mark.slow
@@ -116,19 +128,20 @@ def test_exclusive_cumsum_gradient():
 
 
 def test_unsupported_pad_mode_names_the_mode():
-    from roam_tvm.frontend import MissingGradientError, UnsupportedError, from_torch
+    """(torch decomposes F.pad(mode="reflect") into indexing, so only a Relax reflect pad
+    reaches this gradient.)"""
+    from roam_tvm.frontend.errors import UnsupportedError
+    from roam_tvm.frontend.grad_nn import GRADS
 
-    class Reflect(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.l = torch.nn.Linear(4, 4)
-
-        def forward(self, x):
-            return F.pad(self.l(x).reshape(2, 1, 4), (1, 1), mode="reflect").reshape(2, 6)
-
-    with pytest.raises((UnsupportedError, MissingGradientError)) as err:
-        from_torch(Reflect(), (torch.randn(2, 4),), (torch.randint(0, 6, (2,)),), quiet=True)
-    assert "reflect" in str(err.value)
+    x = relax.Var("x", relax.TensorType((2, 4), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("f", [x]):
+        call = bb.normalize(relax.op.nn.pad(x, [0, 0, 1, 1], pad_mode="reflect"))
+        y = bb.emit(call)
+        g = bb.emit(relax.op.ones_like(y))
+        with pytest.raises(UnsupportedError, match="reflect"):
+            GRADS["relax.nn.pad"](y, call, g, bb)
+        bb.emit_func_output(y)
 
 
 BROADCASTING = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum",

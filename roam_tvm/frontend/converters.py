@@ -6,6 +6,7 @@
   ``x[idx] = v``). TVM requires one index tensor per dimension. The missing trailing
   dimensions get ``arange`` index tensors, broadcast against the given ones, and the values
   are broadcast to the full index shape: the same elements, written or accumulated once.
+* ``scatter_add`` (no converter in TVM 0.27): ``scatter_elements`` with ``reduction="add"``.
 * ``select`` with a negative index (``out[:, -1]``): TVM emits ``take(x, -1, mode="fast")``,
   which reads before the start of the axis (garbage in an RNN classifier's last step). The
   index is taken modulo the axis length.
@@ -80,5 +81,12 @@ def _select(node, importer):
     return importer.block_builder.emit(R.take(x, relax.const(index, "int64"), dim))
 
 
+def _scatter_add(node, importer):
+    x, dim, index, src = (importer.env[a] if not isinstance(a, int) else a
+                          for a in node.args[:4])
+    return importer.block_builder.emit(
+        R.scatter_elements(x, index, src, axis=int(dim), reduction="add"))
+
+
 CONVERTERS = {"index_put.default": _index_put, "index_put_.default": _index_put,
-              "select.int": _select}
+              "select.int": _select, "scatter_add.default": _scatter_add}

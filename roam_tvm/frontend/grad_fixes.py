@@ -12,6 +12,8 @@ checked against torch autograd in float64 by ``tests/test_grad_ops.py``.
   minimum and matmul use ``_fit_shape``; ``where`` is the one that did not).
 * ``relax.concat``: a one-element tuple (``torch.cat([x])``, DenseNet's first layer of a
   block) made TVM split the gradient into a bare tensor instead of a 1-tuple.
+* ``relax.split`` into one piece (``torch.split(x, x.shape[d], d)``): its output is a
+  bare tensor, so its gradient is the output gradient itself, not a ``concat`` of it.
 * ``relax.cumsum``: TVM ignores ``exclusive``; the gradient of an exclusive cumsum is the
   reversed cumsum *minus* the element itself.
 * ``relax.take``: TVM's ``take_backward`` kernel only accepts 1-D indices; a scalar index
@@ -58,6 +60,12 @@ def _concat_grad(orig_var, orig_call, output_grad, ctx):
     return [R.split(output_grad, cuts, axis=axis)]
 
 
+def _split_grad(orig_var, orig_call, output_grad, ctx):
+    if isinstance(orig_var.ty, relax.TensorType):
+        return [output_grad]
+    return [R.concat(output_grad, axis=int(orig_call.attrs.axis))]
+
+
 def _cumsum_grad(orig_var, orig_call, output_grad, ctx):
     x = orig_call.args[0]
     attrs = orig_call.attrs
@@ -100,6 +108,7 @@ def _take_grad(orig_var, orig_call, output_grad, ctx):
 GRADS = {
     "relax.where": _where_grad,
     "relax.concat": _concat_grad,
+    "relax.split": _split_grad,
     "relax.cumsum": _cumsum_grad,
     "relax.take": _take_grad,
 }
