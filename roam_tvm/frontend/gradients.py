@@ -204,14 +204,16 @@ def _relu_grad_from_output(orig_var, orig_call, output_grad, ctx):
 
 # op -> gradient that reads the op's output instead of its input (see the module docstring)
 _OUTPUT_BASED = {"relax.nn.relu": _relu_grad_from_output}
-# swapped in with them: TVM's where / concat / cumsum gradients, fixed (grad_fixes.py)
+# swapped in with them: TVM's where / concat / split / cumsum / take gradients, fixed
+# (grad_fixes.py)
 _SWAPPED = {**_OUTPUT_BASED, **_FIXED_GRADS}
 
 
 @contextlib.contextmanager
 def output_based_gradients():
     """Within the block, the ops in ``_OUTPUT_BASED`` take their gradient from their output,
-    and ``where`` / ``concat`` / ``cumsum`` take the fixed ones of :mod:`.grad_fixes`.
+    and ``where`` / ``concat`` / ``split`` / ``cumsum`` / ``take`` take the fixed ones of
+    :mod:`.grad_fixes`.
 
     TVM's own registrations are restored on exit, so other users of
     ``relax.transform.Gradient`` in the process are unaffected.

@@ -34,7 +34,7 @@ NON_DIFFERENTIABLE = frozenset({
     "relax.floor", "relax.round", "relax.sign", "relax.trunc", "relax.floor_divide",
     "relax.floor_mod", "relax.mod", "relax.one_hot", "relax.shape_of", "relax.zeros_like",
     "relax.ones_like", "relax.full_like", "relax.isfinite", "relax.isinf", "relax.isnan",
-    "relax.bucketize", "relax.nonzero", "relax.unique", "relax.eye_like", "relax.tril_indices",
+    "relax.bucketize", "relax.nonzero", "relax.unique", "relax.eye_like",
     _NO_GRAD,
 })
 
