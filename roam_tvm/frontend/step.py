@@ -39,8 +39,12 @@ from tvm import relax
 from . import gradients
 from .errors import DynamicShapeError, MetaWeightsError, MissingGradientError, UnsupportedError
 from .fuse_gelu import fuse_tanh_gelu
+from .gradient_errors import explain_gradient_failure
 from .norm_grad import share_statistics
+from .flatten_tuples import InlineTupleVars
+from .nt_matmul import FuseNTMatmul
 from .simplify import drop_noop_broadcasts
+from .stop_gradient import ActiveVars, insert_stop_gradients, remove_stop_gradients
 from .optim import Optimizer, bn_stats_kernel, copy_kernel, counter_kernel, optimizer_kernel
 
 # Ops whose output may be a view (alias) of their input once lowered.
@@ -252,12 +256,10 @@ def check_static_shapes(func: relax.Function):
 def check_gradients(func: relax.Function, param_vars):
     """Raise MissingGradientError for the first op on a param->loss path with no gradient."""
     gradients.ensure_registered()
-    dep = set(v for v in param_vars)
+    active = ActiveVars(func, param_vars).active  # what Gradient will differentiate
     for b in _bindings(func):
-        fv = _free_vars(b.value)
-        if not any(v in dep for v in fv):
+        if b.var not in active:
             continue
-        dep.add(b.var)
         name = _op_name(b.value)
         if name is None:
             continue
@@ -365,17 +367,16 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     fwd = mod["fwd"]
     pvars = list(fwd.params[n_in + n_tg: n_in + n_tg + n_p])
     check_gradients(fwd, pvars)
+    # Gradient sees no value that has no derivative (positions, masks, indices)
+    mod["fwd"] = fwd = insert_stop_gradients(fwd, pvars)
     progress(f"gradient of {len(_bindings(fwd))} bindings w.r.t. {len(pvars)} params")
     try:
         with gradients.output_based_gradients():
             mod = relax.transform.Gradient("fwd", require_grads=pvars, target_index=0)(mod)
-    except Exception as e:  # noqa: BLE001  # pragma: no cover - pre-check catches most
-        m = re.search(r"relax\.[\w.]+", str(e))
-        op = m.group(0) if m else "<unknown>"
-        raise MissingGradientError(
-            f"relax.transform.Gradient failed at op '{op}': {str(e).splitlines()[-1][:300]}. "
-            f"If the op has no gradient, register one with "
-            f"tvm.relax.op.register_gradient('{op}', fn).") from None
+    except Exception as e:  # noqa: BLE001  # pre-check catches most
+        with gradients.output_based_gradients():
+            raise explain_gradient_failure(mod, "fwd", pvars, e) from None
+    mod["fwd_adjoint"] = remove_stop_gradients(mod["fwd_adjoint"])
     # the forward's norms become the same primitive ops as before (batch_norm in training
     # mode: batch statistics); the backward already is primitive
     mod = relax.transform.DecomposeOpsForTraining("fwd_adjoint")(mod)
@@ -580,7 +581,10 @@ def _assemble(adj, *, n_in, n_tg, n_p, carry_names, precise_reductions, input_na
     mod = bb.get()
     # matmul(x, permute_dims(w)) -> one NT-matmul kernel: no transposed copy of a weight
     # (or of an activation) is materialised, forward or backward
-    mod = relax.transform.DeadCodeElimination()(relax.transform.FuseTransposeMatmul()(mod))
+    # (FuseNTMatmul: TVM's FuseTransposeMatmul with operands that cannot swap, nt_matmul.py)
+    # adjoint tuples (of split / chunk outputs, nested in RNN steps) are read field by
+    # field, else FuseTIR fails on a tuple parameter (GRU; flatten_tuples.py)
+    mod = relax.transform.DeadCodeElimination()(InlineTupleVars()(FuseNTMatmul()(mod)))
     buffer_values = dict(buffer_values or {})
     return TrainingStep(mod=mod, signature=sig, optimizer=optimizer, shapes=shapes,
                         param_values=None if meta else param_values,

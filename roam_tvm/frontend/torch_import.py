@@ -17,6 +17,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from .converters import CONVERTERS
 from .errors import FrontendError, ImportError_, TraceError, UnsupportedError
 from .losses import make_loss_fn
 from .optim import SGD, Optimizer, as_optimizer
@@ -411,6 +412,7 @@ def _import_ep(ep, meta):
 
     with _patched_importer(ep, meta):
         mod = from_exported_program(ep, run_ep_decomposition=True, keep_params_as_input=True,
-                                    unwrap_unit_return_tuple=True)
+                                    unwrap_unit_return_tuple=True,
+                                    custom_convert_map=CONVERTERS)
     mod, _ = detach_params(mod)
     return mod
