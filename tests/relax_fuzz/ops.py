@@ -281,7 +281,9 @@ class Ops:
             then, other = other, then
         var = self.emit(relax.If(flag, then, other), "sel")
         self.used.add("If")
-        if var.ty.shape is None:  # the join of symbolic branches can lose the shape
+        if var.ty.shape is None or any(not isinstance(d, tvm.tirx.IntImm) for d in var.ty.shape.values):
+            # The join of symbolic branches can lose the shape, here or when TVM's
+            # lowering re-normalises the If: pin it down.
             var = self.bb.match_cast(var, self.ty(a.rows, a.layout, a.dtype, a.dev), name_hint="mc")
             self.used.add("match_cast")
         return self.tensor_val(var, groups | self.group(), a)
