@@ -36,7 +36,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from . import gradients
+from . import gradients, precision
 from .errors import DynamicShapeError, MetaWeightsError, MissingGradientError, UnsupportedError
 from .fuse_gelu import fuse_tanh_gelu
 from .norm_grad import share_statistics
@@ -183,7 +183,7 @@ class TrainingStep:
             if isinstance(v, tvm.runtime.Tensor):
                 args.append(v)
                 continue
-            v = np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v)
+            v = np.asarray(precision.to_numpy(v) if hasattr(v, "detach") else v)
             t = tvm.runtime.tensor(np.array(v, order="C", copy=True), dev)
             args.append(t)
             if kind in ("param", "state"):
@@ -365,6 +365,9 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     fwd = mod["fwd"]
     pvars = list(fwd.params[n_in + n_tg: n_in + n_tg + n_p])
     check_gradients(fwd, pvars)
+    # TVM's Gradient refuses bf16 parameters: differentiate w.r.t. fp32 stand-ins
+    fwd, pvars, proxies = precision.add_float_proxies(fwd, pvars)
+    mod["fwd"] = fwd
     progress(f"gradient of {len(_bindings(fwd))} bindings w.r.t. {len(pvars)} params")
     try:
         with gradients.output_based_gradients():
@@ -381,6 +384,10 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     mod = relax.transform.DecomposeOpsForTraining("fwd_adjoint")(mod)
     # the norms' gradients read the forward's mean/variance vectors instead of recomputing
     adj = share_statistics(mod["fwd_adjoint"])
+    if proxies:
+        adj = precision.drop_float_proxies(adj, proxies)
+    # bf16/fp16 matmuls and sums accumulate in fp32, rounded once (as in PyTorch)
+    adj = precision.accumulate_in_fp32(adj)
     progress("placing optimizer updates")
     return _assemble(adj, n_in=n_in, n_tg=n_tg, n_p=n_p, carry_names=list(carry_names),
                      precise_reductions=precise_reductions,

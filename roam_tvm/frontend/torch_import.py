@@ -19,6 +19,7 @@ from tvm import relax
 
 from .errors import FrontendError, ImportError_, TraceError, UnsupportedError
 from .optim import SGD, Optimizer, as_optimizer
+from .precision import to_numpy
 from .step import BNSpec, TrainingStep, _Progress, _attrs_dict, build_train_step
 
 _PREFIX = "model."
@@ -323,15 +324,14 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: 
     values = None
     bufs = {}
     if keep_params and not meta:
-        values = {n: params[n].detach().cpu().numpy().copy() for n in param_names}
+        values = {n: to_numpy(params[n]) for n in param_names}
         mods = dict(model.named_modules())
         for spec in bn_specs:
             m = mods[spec.name]
-            bufs[f"{spec.name}.running_mean"] = m.running_mean.detach().cpu().numpy().copy()
-            bufs[f"{spec.name}.running_var"] = m.running_var.detach().cpu().numpy().copy()
+            bufs[f"{spec.name}.running_mean"] = to_numpy(m.running_mean)
+            bufs[f"{spec.name}.running_var"] = to_numpy(m.running_var)
             if spec.track_count:
-                bufs[f"{spec.name}.num_batches_tracked"] = (
-                    m.num_batches_tracked.detach().cpu().numpy().copy())
+                bufs[f"{spec.name}.num_batches_tracked"] = to_numpy(m.num_batches_tracked)
     ts = build_train_step(func, input_names=input_names, target_names=target_names,
                           param_names=param_names, optimizer=optimizer, bn_specs=bn_specs,
                           param_values=values, buffer_values=bufs, meta=meta or not keep_params,

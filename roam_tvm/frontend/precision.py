@@ -1,0 +1,210 @@
+"""Low-precision training: bf16/fp16 tensors, fp32 proxies for autodiff, fp32 accumulation.
+
+Three things a bfloat16 or float16 model needs that an fp32 one does not:
+
+* **Host arrays.** numpy has no bfloat16; TVM 0.27 uses ``ml_dtypes.bfloat16`` (a
+  dependency of apache-tvm) for its bf16 tensors, so a torch bf16 tensor is moved to numpy
+  through its raw 16-bit pattern (:func:`to_numpy`): bit-exact, no rounding.
+* **Autodiff.** TVM 0.27's ``Gradient`` only differentiates w.r.t. ``float`` tensors and
+  refuses ``bfloat16`` parameters. :func:`add_float_proxies` gives the forward a float32
+  stand-in for each bf16 parameter, cast to bf16 as its first binding; after ``Gradient``
+  :func:`drop_float_proxies` puts the bf16 parameter back and returns the bf16 gradient (the
+  operand of the proxy's ``astype`` gradient), so the step reads, differentiates and updates
+  bf16 tensors only, as PyTorch's pure-bf16 step does.
+* **Accumulation.** TVM legalizes a reduction in its output dtype: a bf16 matmul or sum
+  would round after every term (error ~ n * 2**-9), where PyTorch's CPU kernels accumulate
+  in fp32 and round once. :func:`accumulate_in_fp32` rewrites matmul/conv to
+  ``out_dtype="float32"`` and a cast, and sum/mean/softmax-like reductions to cast, reduce in
+  fp32, cast back. ``FuseOps`` folds each cast into its kernel, so no fp32 copy is planned.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm import relax
+
+LOW = ("bfloat16", "float16")
+
+# ops whose TVM lowering accumulates in the output dtype
+_OUT_DTYPE_OPS = {"relax.matmul", "relax.nn.conv1d", "relax.nn.conv2d", "relax.nn.conv3d",
+                  "relax.nn.conv1d_transpose", "relax.nn.conv2d_transpose"}
+_REDUCE_OPS = {"relax.sum", "relax.mean", "relax.variance", "relax.collapse_sum_to",
+               "relax.collapse_sum_like", "relax.cumsum", "relax.nn.softmax",
+               "relax.nn.log_softmax", "relax.nn.layer_norm", "relax.nn.rms_norm",
+               "relax.nn.group_norm", "relax.nn.batch_norm", "relax.prod",
+               "relax.nn.avg_pool2d", "relax.nn.adaptive_avg_pool2d"}
+
+
+def to_numpy(t) -> np.ndarray:
+    """A torch tensor as a numpy array, bf16 included (``ml_dtypes.bfloat16``, bit-exact)."""
+    import torch
+
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy()
+    return t.numpy().copy()
+
+
+def _dtype(x) -> str:
+    return str(getattr(getattr(x, "ty", None), "dtype", ""))
+
+
+# ------------------------------------------------------------------------------------------
+# bf16 parameters through Gradient
+
+
+def add_float_proxies(fwd: relax.Function, pvars) -> tuple[relax.Function, list, dict]:
+    """Replace each bf16 parameter in ``pvars`` by a float32 proxy cast to bf16 on entry,
+    and a bf16 loss by its (exact) float32 copy: Gradient wants float params and target.
+
+    Returns ``(fwd', pvars', proxies)`` with ``proxies[i] = original bf16 var`` for the
+    position ``i`` of each proxy among the function's parameters (Gradient makes new vars).
+    """
+    out = fwd.body.body
+    loss = out.fields[0] if isinstance(out, relax.Tuple) else out
+    low = [p for p in pvars if _dtype(p) == "bfloat16"]
+    if not low and _dtype(loss) != "bfloat16":
+        return fwd, list(pvars), {}
+    proxies, repl, inner = {}, {}, {}
+    for p in low:
+        proxy = relax.Var(p.name, relax.TensorType(p.ty.shape, "float32"))
+        proxies[[q.same_as(p) for q in fwd.params].index(True)], repl[p] = p, proxy
+        inner[p] = relax.DataflowVar(p.name + "_bf16", p.ty)
+    body = fwd.bind_params(inner) if inner else fwd
+    params = [repl.get(p, p) for p in fwd.params]
+    attrs = {str(k): v for k, v in fwd.attrs.items()} if fwd.attrs is not None else {}
+    bb = relax.BlockBuilder()
+    with bb.function("fwd", params, attrs=attrs, pure=True):
+        with bb.dataflow():
+            for p in low:
+                cast = bb.normalize(relax.op.astype(repl[p], "bfloat16"))
+                bb.emit_normalized(relax.VarBinding(inner[p], cast))
+            for blk in body.body.blocks:
+                for b in blk.bindings:
+                    bb.emit_normalized(b)
+            out = body.body.body
+            fields = list(out.fields) if isinstance(out, relax.Tuple) else [out]
+            if _dtype(fields[0]) == "bfloat16":  # an exact fp32 copy of the loss
+                fields[0] = bb.emit(relax.op.astype(fields[0], "float32"), name_hint="loss_fp32")
+            fields = [bb.emit_output(f) for f in fields]
+        bb.emit_func_output(relax.Tuple(fields) if isinstance(out, relax.Tuple) else fields[0])
+    return bb.get()["fwd"], [repl.get(p, p) for p in pvars], proxies
+
+
+def drop_float_proxies(adj: relax.Function, proxies: dict) -> relax.Function:
+    """Undo :func:`add_float_proxies` on the adjoint: bf16 params, bf16 gradients.
+
+    The proxy's cast binding becomes an alias of the bf16 parameter; each gradient
+    ``astype(g_bf16, "float32")`` the adjoint returns for a proxy is replaced by ``g_bf16``.
+    """
+    if not proxies:
+        return adj
+    proxies = {adj.params[i]: p for i, p in proxies.items()}
+    binds = [b for blk in adj.body.blocks for b in blk.bindings]
+    defs = {b.var: b.value for b in binds}
+    ret = adj.body.body
+    while isinstance(ret, relax.Var) and isinstance(defs.get(ret), (relax.Var, relax.Tuple)):
+        ret = defs[ret]
+    grads = ret.fields[1]
+    while isinstance(grads, relax.Var) and isinstance(defs.get(grads), (relax.Var, relax.Tuple)):
+        grads = defs[grads]
+    new_fields = []
+    for g in grads.fields:
+        while isinstance(g, relax.Var) and isinstance(defs.get(g), relax.Var):
+            g = defs[g]
+        v = defs.get(g) if isinstance(g, relax.Var) else g
+        if (isinstance(v, relax.Call) and v.op.same_as(tvm.ir.Op.get("relax.astype"))
+                and _dtype(v.args[0]) == "bfloat16" and _dtype(g) == "float32"):
+            g = v.args[0]
+        new_fields.append(g)
+    params = [proxies.get(p, p) for p in adj.params]
+    is_cast = lambda v: (isinstance(v, relax.Call)  # noqa: E731
+                         and v.op.same_as(tvm.ir.Op.get("relax.astype")) and v.args[0] in proxies)
+    attrs = {str(k): v for k, v in adj.attrs.items()} if adj.attrs is not None else {}
+    bb = relax.BlockBuilder()
+    with bb.function("adj", params, attrs=attrs, pure=True):
+        with bb.dataflow():
+            for b in binds:
+                if is_cast(b.value):  # ``x = astype(proxy, bf16)`` -> ``x = param``
+                    b = relax.VarBinding(b.var, proxies[b.value.args[0]])
+                bb.emit_normalized(b)
+            out = bb.emit_output(relax.Tuple([ret.fields[0], relax.Tuple(new_fields)]))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    mod = relax.transform.CanonicalizeBindings()(mod)
+    mod = relax.transform.DeadCodeElimination(["adj"])(mod)
+    return mod["adj"]
+
+
+# ------------------------------------------------------------------------------------------
+# fp32 accumulation of low-precision reductions
+
+
+def _low(e) -> bool:
+    return isinstance(getattr(e, "ty", None), relax.TensorType) and _dtype(e) in LOW
+
+
+def _constructor(op_name: str):
+    f = relax.op
+    for part in op_name.split(".")[1:]:
+        f = getattr(f, part, None)
+        if f is None:
+            return None
+    return f
+
+
+def _with_fp32_out(value):
+    """``value`` (a matmul/conv call) rebuilt with ``out_dtype="float32"``."""
+    import inspect
+
+    ctor = _constructor(value.op.name)
+    sig = list(inspect.signature(ctor).parameters)
+    n_args = len(value.args)
+    kw = {k: getattr(value.attrs, k) for k in sig[n_args:] if value.attrs is not None
+          and hasattr(value.attrs, k)}
+    kw["out_dtype"] = "float32"
+    return ctor(*value.args, **kw)
+
+
+def _fp32_value(bb, value):
+    """The fp32-accumulating replacement of ``value``, or None to keep it."""
+    name = value.op.name if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) \
+        else None
+    if name not in _OUT_DTYPE_OPS and name not in _REDUCE_OPS:
+        return None
+    if not any(_low(a) for a in value.args):
+        return None
+    if name in _OUT_DTYPE_OPS:
+        return _with_fp32_out(value)
+    args = [bb.emit(relax.op.astype(a, "float32")) if _low(a) else a for a in value.args]
+    return relax.Call(value.op, args, value.attrs, value.ty_args)
+
+
+def accumulate_in_fp32(func: relax.Function) -> relax.Function:
+    """Reduce low-precision tensors in fp32 (matmul/conv ``out_dtype``, casts around sums,
+    softmax and the like) and round the result once, as PyTorch's CPU and GPU kernels do."""
+    binds = [b for blk in func.body.blocks for b in blk.bindings]
+    if not any(isinstance(b.value, relax.Call) and any(_low(a) for a in b.value.args)
+               for b in binds):
+        return func
+    attrs = {str(k): v for k, v in func.attrs.items()} if func.attrs is not None else {}
+    bb = relax.BlockBuilder()
+    with bb.function("f", list(func.params), attrs=attrs, pure=True):
+        with bb.dataflow():
+            for b in binds:
+                out_ty = b.var.ty
+                new = None
+                if isinstance(out_ty, relax.TensorType) and _dtype(b.var) in LOW:
+                    new = _fp32_value(bb, b.value)
+                if new is None:
+                    bb.emit_normalized(b)
+                    continue
+                wide = bb.emit(new)
+                bb.emit_normalized(relax.VarBinding(
+                    b.var, bb.normalize(relax.op.astype(wide, _dtype(b.var)))))
+            out = func.body.body
+        bb.emit_func_output(out)
+    return bb.get()["f"]
