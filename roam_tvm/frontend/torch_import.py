@@ -19,6 +19,7 @@ from tvm import relax
 
 from .errors import FrontendError, ImportError_, TraceError, UnsupportedError
 from .optim import SGD, Optimizer, as_optimizer
+from .frozen import split_frozen
 from .precision import to_numpy
 from .step import BNSpec, TrainingStep, _Progress, _attrs_dict, build_train_step
 
@@ -219,10 +220,6 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: 
 
     params = dict(model.named_parameters())  # tied weights: one entry
     meta = any(_is_meta(p) for p in params.values())
-    frozen = [n for n, p in params.items() if not p.requires_grad]
-    if frozen:
-        raise UnsupportedError(f"parameters with requires_grad=False are not supported yet: "
-                               f"{frozen[:5]}; make them buffers or trainable")
     loss_fn = _make_loss_fn(loss)
     wrapped = _wrapper(model, len(example_inputs), loss_fn)
     was_training = model.training
@@ -300,11 +297,11 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: 
             fqn = fqn[len(_PREFIX):] if fqn.startswith(_PREFIX) else fqn
             fqn = canonical.get(fqn, fqn)
             pvar_by_fqn.setdefault(fqn, []).append(p)
-    param_names = [n for n in params if n in pvar_by_fqn]
+    param_names, frozen_names = split_frozen([n for n in params if n in pvar_by_fqn], params)
     unused = [n for n in params if n not in pvar_by_fqn]
     binds = {}
     keep = []
-    for n in param_names:
+    for n in param_names + frozen_names:
         vs = pvar_by_fqn[n]
         keep.append(vs[0])
         for other in vs[1:]:
@@ -324,7 +321,7 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: 
     values = None
     bufs = {}
     if keep_params and not meta:
-        values = {n: to_numpy(params[n]) for n in param_names}
+        values = {n: to_numpy(params[n]) for n in param_names + frozen_names}
         mods = dict(model.named_modules())
         for spec in bn_specs:
             m = mods[spec.name]
@@ -333,7 +330,8 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: 
             if spec.track_count:
                 bufs[f"{spec.name}.num_batches_tracked"] = to_numpy(m.num_batches_tracked)
     ts = build_train_step(func, input_names=input_names, target_names=target_names,
-                          param_names=param_names, optimizer=optimizer, bn_specs=bn_specs,
+                          param_names=param_names, frozen_names=frozen_names,
+                          optimizer=optimizer, bn_specs=bn_specs,
                           param_values=values, buffer_values=bufs, meta=meta or not keep_params,
                           progress=progress, precise_reductions=precise_reductions)
     ts.meta = meta

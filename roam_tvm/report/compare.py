@@ -19,7 +19,8 @@ from tvm import relax
 from .simulate import PLANNERS, lower_bounds, param_kinds_attr, run_planner, schedule_for
 
 ALL_PLANNERS = ("tvm-default", "pytorch", "roam-order-only", "roam-layout-only", "roam")
-_KIND_OF = {"input": "input", "target": "input", "hyper": "input", "param": "param", "state": "state"}
+_KIND_OF = {"input": "input", "target": "input", "hyper": "input", "param": "param", "state": "state",
+            "frozen": "param"}
 
 
 def versions() -> dict:
