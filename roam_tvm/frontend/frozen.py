@@ -19,6 +19,9 @@ def split_frozen(names, params: dict) -> tuple[list, list]:
     """
     trainable = [n for n in names if params[n].requires_grad]
     frozen = [n for n in names if not params[n].requires_grad]
+    if not names:
+        raise UnsupportedError("no parameter of the model reaches the loss: there is nothing "
+                               "to train. Check that the loss depends on the model's output.")
     if not trainable:
         raise UnsupportedError(
             f"every parameter that reaches the loss has requires_grad=False ({len(frozen)} "
