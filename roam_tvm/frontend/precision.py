@@ -33,7 +33,9 @@ _REDUCE_OPS = {"relax.sum", "relax.mean", "relax.variance", "relax.collapse_sum_
                "relax.collapse_sum_like", "relax.cumsum", "relax.nn.softmax",
                "relax.nn.log_softmax", "relax.nn.layer_norm", "relax.nn.rms_norm",
                "relax.nn.group_norm", "relax.nn.batch_norm", "relax.prod",
-               "relax.nn.avg_pool2d", "relax.nn.adaptive_avg_pool2d"}
+               "relax.nn.avg_pool2d", "relax.nn.adaptive_avg_pool2d",
+               # TIR has no bf16 ``pow`` ("power only applies to float")
+               "relax.power"}
 
 
 def to_numpy(t) -> np.ndarray:
