@@ -28,3 +28,12 @@ def split_frozen(names, params: dict) -> tuple[list, list]:
             f"frozen, e.g. {frozen[:3]}): there is nothing to train. Set requires_grad=True "
             "on the parameters to fine-tune (e.g. a head or adapter).")
     return trainable, frozen
+
+
+def check_trainable(params: dict) -> None:
+    """Before any slow work: at least one parameter must have ``requires_grad=True``."""
+    if params and not any(p.requires_grad for p in params.values()):
+        raise UnsupportedError(
+            f"every parameter of the model has requires_grad=False ({len(params)} frozen): "
+            "there is nothing to train. Set requires_grad=True on the parameters to fine-tune "
+            "(e.g. a head or adapter).")

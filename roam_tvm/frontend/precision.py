@@ -127,7 +127,8 @@ def drop_float_proxies(adj: relax.Function, proxies: dict) -> relax.Function:
                          and v.op.same_as(tvm.ir.Op.get("relax.astype")) and v.args[0] in proxies)
     attrs = {str(k): v for k, v in adj.attrs.items()} if adj.attrs is not None else {}
     bb = relax.BlockBuilder()
-    with bb.function("adj", params, attrs=attrs, pure=True):
+    name = str(attrs.get("global_symbol", "adj"))
+    with bb.function(name, params, attrs=attrs, pure=True):
         with bb.dataflow():
             for b in binds:
                 if is_cast(b.value):  # ``x = astype(proxy, bf16)`` -> ``x = param``
@@ -137,8 +138,8 @@ def drop_float_proxies(adj: relax.Function, proxies: dict) -> relax.Function:
         bb.emit_func_output(out)
     mod = bb.get()
     mod = relax.transform.CanonicalizeBindings()(mod)
-    mod = relax.transform.DeadCodeElimination(["adj"])(mod)
-    return mod["adj"]
+    mod = relax.transform.DeadCodeElimination([name])(mod)
+    return mod[name]
 
 
 # ------------------------------------------------------------------------------------------
@@ -194,7 +195,8 @@ def accumulate_in_fp32(func: relax.Function) -> relax.Function:
         return func
     attrs = {str(k): v for k, v in func.attrs.items()} if func.attrs is not None else {}
     bb = relax.BlockBuilder()
-    with bb.function("f", list(func.params), attrs=attrs, pure=True):
+    name = str(attrs.get("global_symbol", "f"))
+    with bb.function(name, list(func.params), attrs=attrs, pure=True):
         with bb.dataflow():
             for b in binds:
                 out_ty = b.var.ty
@@ -209,7 +211,7 @@ def accumulate_in_fp32(func: relax.Function) -> relax.Function:
                     b.var, bb.normalize(relax.op.astype(wide, _dtype(b.var)))))
             out = func.body.body
         bb.emit_func_output(out)
-    return bb.get()["f"]
+    return bb.get()[name]
 
 
 # ------------------------------------------------------------------------------------------

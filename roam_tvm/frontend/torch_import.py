@@ -19,7 +19,7 @@ from tvm import relax
 
 from .errors import FrontendError, ImportError_, TraceError, UnsupportedError
 from .optim import SGD, Optimizer, as_optimizer
-from .frozen import split_frozen
+from .frozen import check_trainable, split_frozen
 from .precision import (autocast, check_precision, mixed_norm, to_numpy, unscaling,
                         warn_adam_eps, with_loss_scale)
 from .step import BNSpec, TrainingStep, _Progress, _attrs_dict, build_train_step
@@ -229,6 +229,7 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: 
 
     params = dict(model.named_parameters())  # tied weights: one entry
     meta = any(_is_meta(p) for p in params.values())
+    check_trainable(params)
     scale = check_precision(precision, loss_scale, params.values())
     warn_adam_eps(optimizer, params.values(), precision)
     loss_fn = _make_loss_fn(loss)
