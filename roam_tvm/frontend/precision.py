@@ -34,8 +34,10 @@ _REDUCE_OPS = {"relax.sum", "relax.mean", "relax.variance", "relax.collapse_sum_
                "relax.nn.log_softmax", "relax.nn.layer_norm", "relax.nn.rms_norm",
                "relax.nn.group_norm", "relax.nn.batch_norm", "relax.prod",
                "relax.nn.avg_pool2d", "relax.nn.adaptive_avg_pool2d",
-               # TIR has no bf16 ``pow`` ("power only applies to float")
-               "relax.power"}
+               "relax.grad.avg_pool2d_backward",
+               # TIR has no bf16 ``pow`` ("power only applies to float"); bf16
+               # max_pool2d_backward fails TIR lowering (Bind type mismatch)
+               "relax.power", "relax.grad.max_pool2d_backward"}
 
 
 def to_numpy(t) -> np.ndarray:
