@@ -38,7 +38,8 @@ from tvm import relax  # noqa: E402
 
 from roam_tvm.frontend import SGD, Adam, AdamW, UnsupportedError, from_torch  # noqa: E402
 from roam_tvm.frontend._demo import tiny_gpt2  # noqa: E402
-from roam_tvm.frontend.precision import PrecisionWarning, accumulate_in_fp32, to_numpy  # noqa: E402
+from roam_tvm.frontend.amp import PrecisionWarning  # noqa: E402
+from roam_tvm.frontend.precision import accumulate_in_fp32, to_numpy  # noqa: E402
 from test_numerics import RT, _close  # noqa: E402
 
 EPS = {"bf16-amp": 2.0**-7, "fp16-amp": 2.0**-10}

@@ -16,6 +16,13 @@ Three things a bfloat16 or float16 model needs that an fp32 one does not:
   in fp32 and round once. :func:`accumulate_in_fp32` rewrites matmul/conv to
   ``out_dtype="float32"`` and a cast, and sum/mean/softmax-like reductions to cast, reduce in
   fp32, cast back. ``FuseOps`` folds each cast into its kernel, so no fp32 copy is planned.
+  The few ops TVM cannot lower in bf16 at all (``power``, ``max_pool2d_backward``) are
+  computed in fp32 the same way.
+* **Mixed-dtype norms.** ``torch.autocast`` on CPU exports layer/group/batch norms with a
+  bf16 input and fp32 affine parameters, which TVM's importer rejects; :func:`mixed_norm`
+  normalises in fp32 and casts the output back.
+
+The AMP recipe built on these is in :mod:`roam_tvm.frontend.amp`.
 """
 
 from __future__ import annotations
@@ -221,147 +228,31 @@ def accumulate_in_fp32(func: relax.Function) -> relax.Function:
 
 
 def mixed_norm(fn):
-    """Wrap ``relax.op.nn.layer_norm``/``group_norm`` for a low-precision input with fp32
-    gamma/beta (what torch.autocast on CPU exports): normalise in the parameters' dtype and
-    cast the result back to the input's dtype, as PyTorch's mixed-dtype kernels do."""
+    """Wrap ``relax.op.nn.layer_norm``/``group_norm``/``batch_norm`` for a low-precision input
+    with fp32 affine parameters (what ``torch.autocast`` on CPU exports): normalise in the
+    parameters' dtype and cast the output back to the input's dtype, as PyTorch's
+    mixed-dtype kernels do. BatchNorm's batch statistics (and so its running statistics)
+    stay fp32, like PyTorch's fp32 buffers."""
     import functools
+    import inspect
+
+    sig = inspect.signature(fn)
 
     @functools.wraps(fn)
-    def wrapped(data, gamma, beta, *args, **kwargs):
+    def wrapped(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        data, gamma = bound.arguments.get("data"), bound.arguments.get("gamma")
         dt, pdt = _dtype(data), _dtype(gamma)
-        if dt in LOW and pdt and pdt != dt:
-            return relax.op.astype(fn(relax.op.astype(data, pdt), gamma, beta, *args, **kwargs),
-                                   dt)
-        return fn(data, gamma, beta, *args, **kwargs)
+        if not (dt in LOW and pdt and pdt != dt):
+            return fn(*args, **kwargs)
+        bound.arguments["data"] = relax.op.astype(data, pdt)
+        out = fn(*bound.args, **bound.kwargs)
+        if fn.__name__ != "batch_norm":
+            return relax.op.astype(out, dt)
+        # (y, mean, var): emit the norm once, cast only y
+        bn = relax.BlockBuilder.current().emit(out)
+        return relax.Tuple([relax.op.astype(relax.TupleGetItem(bn, 0), dt),
+                            relax.TupleGetItem(bn, 1), relax.TupleGetItem(bn, 2)])
 
     wrapped.__roam_wrapped__ = fn
     return wrapped
-
-
-# ------------------------------------------------------------------------------------------
-# the AMP recipe
-
-
-AMP = {"bf16-amp": "bfloat16", "fp16-amp": "float16"}
-PRECISIONS = (None, "bf16-amp", "fp16-amp")
-DEFAULT_FP16_SCALE = 1024.0
-
-
-def check_precision(precision, loss_scale, params) -> float:
-    """Validate ``precision``/``loss_scale`` before any slow work; returns the loss scale."""
-    from .errors import UnsupportedError
-
-    if precision not in PRECISIONS:
-        raise UnsupportedError(f"unknown precision {precision!r}: use None (the model's own "
-                               "dtypes), 'bf16-amp' or 'fp16-amp'")
-    if loss_scale is not None:
-        ok = isinstance(loss_scale, (int, float)) and loss_scale > 0 and np.isfinite(loss_scale)
-        if not ok or float(np.log2(loss_scale)) % 1:
-            raise UnsupportedError(f"loss_scale={loss_scale!r}: give a positive power of two "
-                                   "(e.g. 1024.0), so that scaling and unscaling are exact")
-        if precision is None:
-            raise UnsupportedError("loss_scale needs precision='fp16-amp' (or 'bf16-amp')")
-    if precision is None:
-        return 1.0
-    bad = sorted({str(p.dtype).replace("torch.", "") for p in params if p.is_floating_point()
-                  and str(p.dtype) != "torch.float32"})
-    if bad:
-        raise UnsupportedError(
-            f"precision={precision!r} keeps fp32 master weights, but the model has {bad} "
-            "parameters: pass the model in float32 (model.float()), or use precision=None to "
-            "train it in its own dtype")
-    if loss_scale is None:
-        return DEFAULT_FP16_SCALE if precision == "fp16-amp" else 1.0
-    return float(loss_scale)
-
-
-def autocast(wrapped, precision, loss_scale: float):
-    """``wrapped`` (model + loss) run under ``torch.autocast(cpu, dtype)``, its loss times
-    ``loss_scale``. The model keeps its name, so parameter names do not change."""
-    import torch
-
-    dtype = getattr(torch, AMP[precision])
-
-    class _Autocast(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = wrapped.model
-
-        def forward(self, *args):
-            with torch.autocast("cpu", dtype=dtype):
-                loss = wrapped.forward(*args)
-            loss = loss.float()
-            return loss * loss_scale if loss_scale != 1.0 else loss
-
-    return _Autocast()
-
-
-class PrecisionWarning(UserWarning):
-    """A precision setting that is known to make training diverge."""
-
-
-def warn_adam_eps(optimizer, params, precision) -> None:
-    """Warn (before any slow work) when Adam's ``eps`` underflows in fp16 parameters."""
-    import warnings
-
-    eps = getattr(optimizer, "eps", None)
-    if precision is not None or eps is None or eps >= 1e-4:
-        return
-    if not any(str(p.dtype) == "torch.float16" and p.requires_grad for p in params):
-        return
-    warnings.warn(
-        f"{type(optimizer).__name__}(eps={eps:g}) with float16 parameters: eps underflows in "
-        "fp16 (smallest normal 6.1e-5, eps rounds to 0), so one step puts inf/nan into most "
-        "weights (in PyTorch too). Use eps>=1e-4, or keep fp32 master weights with "
-        "from_torch(model.float(), ..., precision='fp16-amp').", PrecisionWarning,
-        stacklevel=3)
-
-
-class _Unscaled:
-    """``opt`` whose update reads ``grad / scale`` (static loss scaling: exact for a power of
-    two). Duck-types :class:`~roam_tvm.frontend.optim.Optimizer` for the kernel builder."""
-
-    def __init__(self, opt, scale: float):
-        self.inner, self.scale = opt, float(scale)
-        self.name = f"{opt.name}_unscale{int(scale)}"
-        self.state_suffixes, self.hyper_names = opt.state_suffixes, opt.hyper_names
-
-    def hyper_values(self, step: int) -> dict:
-        return self.inner.hyper_values(step)
-
-    def kernel_body(self, dtype: str, idx: str) -> list[str]:
-        import re
-
-        inv = f"T.{dtype}({1.0 / self.scale!r})"
-        pat = re.compile(r"\bg\[" + re.escape(idx) + r"\]")
-        return [pat.sub(f"(g[{idx}] * {inv})", line) for line in self.inner.kernel_body(dtype, idx)]
-
-
-def unscaling(opt, scale: float):
-    """The optimizer to build the step with: ``opt`` itself, or one that unscales."""
-    return opt if scale == 1.0 else _Unscaled(opt, scale)
-
-
-def with_loss_scale(ts, scale: float, optimizer):
-    """``ts`` whose ``train_step`` returns ``loss / scale`` (the loss the user wrote)."""
-    func = ts.mod[ts.func_name]
-    binds = [b for blk in func.body.blocks for b in blk.bindings]
-    out = func.body.body
-    defs = {b.var: b.value for b in binds}
-    tup = defs.get(out, out)
-    attrs = {str(k): v for k, v in func.attrs.items()} if func.attrs is not None else {}
-    bb = relax.BlockBuilder()
-    with bb.function(ts.func_name, list(func.params), attrs=attrs, pure=True):
-        with bb.dataflow():
-            for b in binds:
-                if not b.var.same_as(out):
-                    bb.emit_normalized(b)
-            loss = tup.fields[0]
-            inv = relax.const(1.0 / scale, _dtype(loss))
-            loss = bb.emit(relax.op.multiply(loss, inv), name_hint="loss_unscaled")
-            res = bb.emit_output(relax.Tuple([loss] + list(tup.fields[1:])))
-        bb.emit_func_output(res)
-    mod = tvm.IRModule(dict(ts.mod.functions))
-    mod[ts.func_name] = bb.get()[ts.func_name]
-    ts.mod, ts.optimizer, ts.loss_scale = mod, optimizer, scale
-    return ts

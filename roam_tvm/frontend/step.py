@@ -92,6 +92,7 @@ class TrainingStep:
     meta: bool = False
     func_name: str = "train_step"
     no_values_reason: str = ""
+    loss_scale: float = 1.0  # static AMP loss scale (see amp.py); the returned loss is unscaled
 
     # ---- names ---------------------------------------------------------------------------
     def _names(self, kind):

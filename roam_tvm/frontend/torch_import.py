@@ -20,8 +20,8 @@ from tvm import relax
 from .errors import FrontendError, ImportError_, TraceError, UnsupportedError
 from .optim import SGD, Optimizer, as_optimizer
 from .frozen import check_trainable, split_frozen
-from .precision import (autocast, check_precision, mixed_norm, to_numpy, unscaling,
-                        warn_adam_eps, with_loss_scale)
+from .amp import autocast, check_precision, unscaling, warn_adam_eps, with_loss_scale
+from .precision import mixed_norm, to_numpy
 from .step import BNSpec, TrainingStep, _Progress, _attrs_dict, build_train_step
 
 _PREFIX = "model."
@@ -207,7 +207,7 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: 
     ``step.blocked_reduction``; fixes fp32 gradient error of large BatchNorm layers).
     ``precision``: ``None`` trains the model in its own dtypes (fp32, fp64, bf16 or fp16
     parameters); ``"bf16-amp"`` / ``"fp16-amp"`` is the AMP recipe (see
-    ``roam_tvm.frontend.precision``): the model and loss run under ``torch.autocast``, so
+    ``roam_tvm.frontend.amp``): the model and loss run under ``torch.autocast``, so
     parameters and optimizer states stay fp32 (master weights) while autocast's ops
     (matmul, conv, ...) compute, save and differentiate in bf16/fp16. ``loss_scale``: a
     static power of two the loss is multiplied by before the backward and every gradient
@@ -420,7 +420,7 @@ def _patched_importer(ep, meta: bool):
     for name in ("conv1d", "conv2d", "conv3d", "conv1d_transpose", "conv2d_transpose"):
         if hasattr(relax.op.nn, name):
             patch(relax.op.nn, name, _fix_out_dtype(getattr(relax.op.nn, name)))
-    for name in ("layer_norm", "group_norm"):  # autocast: low-precision x, fp32 gamma
+    for name in ("layer_norm", "group_norm", "batch_norm"):  # autocast: bf16 x, fp32 gamma
         patch(relax.op.nn, name, mixed_norm(getattr(relax.op.nn, name)))
     if meta:
         orig = ept.ExportedProgramImporter._convert_pytorch_tensor_to_tvm
