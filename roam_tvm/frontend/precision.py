@@ -152,6 +152,53 @@ def drop_float_proxies(adj: relax.Function, proxies: dict) -> relax.Function:
 
 
 # ------------------------------------------------------------------------------------------
+# norms computed in fp32
+
+
+_NORMS = {"relax.nn.batch_norm", "relax.nn.layer_norm", "relax.nn.group_norm",
+          "relax.nn.rms_norm"}
+
+
+def norms_in_fp32(fwd: relax.Function) -> relax.Function:
+    """Compute each low-precision norm in fp32 and round its outputs once.
+
+    PyTorch's bf16/fp16 norm kernels work in fp32 inside (forward and backward). Done in the
+    forward, before ``Gradient``, so that the norm's backward is fp32 too: TVM's decomposed
+    norm backward rounds every intermediate (``x - mean``, ``dy * gamma``, ...), and the
+    cancellations there cost several ulps, which flip ReLU/max-pool decisions downstream.
+    """
+    binds = [b for blk in fwd.body.blocks for b in blk.bindings]
+    if not any(isinstance(b.value, relax.Call) and getattr(b.value.op, "name", None) in _NORMS
+               and _low(b.value.args[0]) for b in binds):
+        return fwd
+    attrs = {str(k): v for k, v in fwd.attrs.items()} if fwd.attrs is not None else {}
+    name = str(attrs.get("global_symbol", "fwd"))
+    bb = relax.BlockBuilder()
+    with bb.function(name, list(fwd.params), attrs=attrs, pure=True):
+        with bb.dataflow():
+            for b in binds:
+                v = b.value
+                if not (isinstance(v, relax.Call) and getattr(v.op, "name", None) in _NORMS
+                        and _low(v.args[0])):
+                    bb.emit_normalized(b)
+                    continue
+                dt = _dtype(v.args[0])
+                args = [bb.emit(relax.op.astype(a, "float32")) if _low(a) else a for a in v.args]
+                wide = bb.emit(relax.Call(v.op, args, v.attrs, v.ty_args))
+                if isinstance(b.var.ty, relax.TupleType):  # batch_norm: (y, mean, var)
+                    new = relax.Tuple([relax.op.astype(relax.TupleGetItem(wide, i), dt)
+                                       for i in range(len(b.var.ty.fields))])
+                else:
+                    new = relax.op.astype(wide, dt)
+                bb.emit_normalized(relax.VarBinding(b.var, bb.normalize(new)))
+            out = fwd.body.body
+            outs = [bb.emit_output(f) for f in out.fields] if isinstance(out, relax.Tuple) \
+                else bb.emit_output(out)
+        bb.emit_func_output(relax.Tuple(outs) if isinstance(out, relax.Tuple) else outs)
+    return bb.get()[name]
+
+
+# ------------------------------------------------------------------------------------------
 # fp32 accumulation of low-precision reductions
 
 

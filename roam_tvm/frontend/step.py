@@ -376,8 +376,9 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     fwd = mod["fwd"]
     pvars = list(fwd.params[n_in + n_tg: n_in + n_tg + n_p])
     check_gradients(fwd, pvars)
-    # TVM's Gradient refuses bf16 parameters: differentiate w.r.t. fp32 stand-ins
-    fwd, pvars, proxies = precision.add_float_proxies(fwd, pvars)
+    # TVM's Gradient refuses bf16 parameters: differentiate w.r.t. fp32 stand-ins;
+    # bf16/fp16 norms work in fp32 inside, forward and backward (as PyTorch's kernels)
+    fwd, pvars, proxies = precision.add_float_proxies(precision.norms_in_fp32(fwd), pvars)
     mod["fwd"] = fwd
     progress(f"gradient of {len(_bindings(fwd))} bindings w.r.t. {len(pvars)} params")
     try:
