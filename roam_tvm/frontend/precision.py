@@ -143,8 +143,15 @@ def drop_float_proxies(adj: relax.Function, proxies: dict) -> relax.Function:
                 if is_cast(b.value):  # ``x = astype(proxy, bf16)`` -> ``x = param``
                     b = relax.VarBinding(b.var, proxies[b.value.args[0]])
                 bb.emit_normalized(b)
-            out = bb.emit_output(relax.Tuple([ret.fields[0], relax.Tuple(new_fields)]))
-        bb.emit_func_output(out)
+            # outputs of the block, as Gradient leaves them: FuseOps never fuses a block
+            # output into its consumer, so no cast is fused into an in-place update kernel
+            # (FuseTIR rejects that: "Inconsistent buffers ... mapped to the same relax var")
+            def out(e):
+                if isinstance(e, relax.Tuple):
+                    return relax.Tuple([out(f) for f in e.fields])
+                return bb.emit_output(e) if isinstance(e, relax.DataflowVar) else e
+            res = relax.Tuple([out(ret.fields[0]), relax.Tuple([out(g) for g in new_fields])])
+        bb.emit_func_output(res)
     mod = bb.get()
     mod = relax.transform.CanonicalizeBindings()(mod)
     mod = relax.transform.DeadCodeElimination([name])(mod)
