@@ -205,6 +205,72 @@ def norms_in_fp32(fwd: relax.Function) -> relax.Function:
     return bb.get()[name]
 
 
+def _is_cast(v) -> bool:
+    return isinstance(v, relax.Call) and getattr(v.op, "name", None) == "relax.astype"
+
+
+def _is_widening_cast(v) -> bool:
+    return (isinstance(v, relax.Call) and getattr(v.op, "name", None) == "relax.astype"
+            and _low(v.args[0]) and str(v.attrs.dtype) == "float32")
+
+
+def _substitute(e, new_of):
+    """``e`` (an ANF value) with the vars in ``new_of`` replaced (``new_of[v]()`` emits)."""
+    if isinstance(e, relax.Var):
+        return new_of[e]() if e in new_of else e
+    if isinstance(e, relax.Tuple):
+        return relax.Tuple([_substitute(f, new_of) for f in e.fields])
+    if isinstance(e, relax.TupleGetItem):
+        return relax.TupleGetItem(_substitute(e.tuple_value, new_of), e.index)
+    if isinstance(e, relax.Call):
+        return relax.Call(e.op, [_substitute(a, new_of) for a in e.args], e.attrs, e.ty_args)
+    return e
+
+
+def recompute_casts(func: relax.Function) -> relax.Function:
+    """Re-emit a cast at each of its uses instead of keeping its result from forward to
+    backward, where that keeps less alive.
+
+    * A widening cast (bf16/fp16 -> fp32): after :func:`norms_in_fp32` a norm's backward
+      reads the fp32 cast of its input, twice the bf16 tensor PyTorch saves.
+    * A cast of a parameter (AMP's bf16 copy of an fp32 weight), which is alive anyway.
+    * A cast whose input lives at least as long as the cast would (AMP: the bf16 copy of an
+      fp32 softmax output that softmax's backward keeps anyway).
+
+    A cast is one elementwise op that ``FuseOps`` folds into each consumer's kernel.
+    """
+    binds = [b for blk in func.body.blocks for b in blk.bindings]
+    uses, last = {}, {}
+    for i, b in enumerate(binds):
+        for v in relax.analysis.free_vars(b.value):
+            uses[v], last[v] = uses.get(v, 0) + 1, i
+    params = set(func.params)
+
+    def cheap(b):  # recomputing it keeps nothing alive longer than a wider copy would
+        x = b.value.args[0] if _is_cast(b.value) else None
+        return x is not None and isinstance(x, relax.Var) and (
+            _is_widening_cast(b.value) or x in params or last.get(x, -1) >= last[b.var])
+
+    casts = {b.var: b.value for b in binds if isinstance(b.var, relax.DataflowVar)
+             and uses.get(b.var, 0) > 1 and cheap(b)}
+    if not casts:
+        return func
+    attrs = {str(k): v for k, v in func.attrs.items()} if func.attrs is not None else {}
+    name = str(attrs.get("global_symbol", "f"))
+    bb = relax.BlockBuilder()
+    new_of = {c: (lambda v=v: bb.emit(v)) for c, v in casts.items()}
+    with bb.function(name, list(func.params), attrs=attrs, pure=True):
+        with bb.dataflow():
+            for b in binds:
+                if b.var in casts:
+                    continue
+                value = _substitute(b.value, new_of)
+                bb.emit_normalized(relax.VarBinding(b.var, bb.normalize(value)))
+            out = func.body.body
+        bb.emit_func_output(out)
+    return bb.get()[name]
+
+
 # ------------------------------------------------------------------------------------------
 # fp32 accumulation of low-precision reductions
 

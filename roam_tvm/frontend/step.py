@@ -399,7 +399,7 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     if proxies:
         adj = precision.drop_float_proxies(adj, proxies)
     # bf16/fp16 matmuls and sums accumulate in fp32, rounded once (as in PyTorch)
-    adj = precision.accumulate_in_fp32(adj)
+    adj = precision.accumulate_in_fp32(precision.recompute_casts(adj))
     progress("placing optimizer updates")
     return _assemble(adj, n_in=n_in, n_tg=n_tg, n_p=n_p, carry_names=list(carry_names),
                      frozen_names=list(frozen_names),
