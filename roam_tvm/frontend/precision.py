@@ -71,8 +71,9 @@ def add_float_proxies(fwd: relax.Function, pvars) -> tuple[relax.Function, list,
     """Replace each bf16 parameter in ``pvars`` by a float32 proxy cast to bf16 on entry,
     and a bf16 loss by its (exact) float32 copy: Gradient wants float params and target.
 
-    Returns ``(fwd', pvars', proxies)`` with ``proxies[i] = original bf16 var`` for the
-    position ``i`` of each proxy among the function's parameters (Gradient makes new vars).
+    Returns ``(fwd', pvars', proxies)`` with ``proxies[i] = (k, original bf16 var)`` for the
+    position ``i`` of each proxy among the function's parameters (Gradient makes new vars)
+    and its position ``k`` among ``pvars`` (the order of the gradients).
     """
     out = fwd.body.body
     loss = out.fields[0] if isinstance(out, relax.Tuple) else out
@@ -82,7 +83,9 @@ def add_float_proxies(fwd: relax.Function, pvars) -> tuple[relax.Function, list,
     proxies, repl, inner = {}, {}, {}
     for p in low:
         proxy = relax.Var(p.name, relax.TensorType(p.ty.shape, "float32"))
-        proxies[[q.same_as(p) for q in fwd.params].index(True)], repl[p] = p, proxy
+        pos = [q.same_as(p) for q in fwd.params].index(True)
+        proxies[pos] = ([q.same_as(p) for q in pvars].index(True), p)
+        repl[p] = proxy
         inner[p] = relax.DataflowVar(p.name + "_bf16", p.ty)
     body = fwd.bind_params(inner) if inner else fwd
     params = [repl.get(p, p) for p in fwd.params]
@@ -113,7 +116,8 @@ def drop_float_proxies(adj: relax.Function, proxies: dict) -> relax.Function:
     """
     if not proxies:
         return adj
-    proxies = {adj.params[i]: p for i, p in proxies.items()}
+    proxied = {k for k, _ in proxies.values()}
+    proxies = {adj.params[i]: p for i, (_, p) in proxies.items()}
     binds = [b for blk in adj.body.blocks for b in blk.bindings]
     defs = {b.var: b.value for b in binds}
     ret = adj.body.body
@@ -123,11 +127,11 @@ def drop_float_proxies(adj: relax.Function, proxies: dict) -> relax.Function:
     while isinstance(grads, relax.Var) and isinstance(defs.get(grads), (relax.Var, relax.Tuple)):
         grads = defs[grads]
     new_fields = []
-    for g in grads.fields:
-        while isinstance(g, relax.Var) and isinstance(defs.get(g), relax.Var):
+    for k, g in enumerate(grads.fields):
+        while k in proxied and isinstance(g, relax.Var) and isinstance(defs.get(g), relax.Var):
             g = defs[g]
         v = defs.get(g) if isinstance(g, relax.Var) else g
-        if (isinstance(v, relax.Call) and v.op.same_as(tvm.ir.Op.get("relax.astype"))
+        if (k in proxied and isinstance(v, relax.Call) and _is_cast(v)
                 and _dtype(v.args[0]) == "bfloat16" and _dtype(g) == "float32"):
             g = v.args[0]
         new_fields.append(g)
