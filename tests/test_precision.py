@@ -447,3 +447,39 @@ def test_low_precision_step_builds_with_roam_pipeline(dtype, precision):
     for n in sa:
         np.testing.assert_array_equal(np.asarray(sa[n]), np.asarray(sb[n]), err_msg=n)
     assert abs(la - lc) <= 4 * 2.0**-7 * max(1.0, abs(lc)), (la, lc)
+
+
+class _Mixed(torch.nn.Module):
+    """bf16 and fp32 parameters in one model; ``c`` is fp32, read through a bf16 cast."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(16, 32).bfloat16()
+        self.b = torch.nn.Linear(32, 5)
+        self.c = torch.nn.Parameter(torch.randn(32))
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x) * self.c.bfloat16()).float())
+
+
+def test_mixed_bf16_fp32_parameters():
+    """Each parameter keeps its dtype, gradient and update kernel (bf16 ones through fp32
+    proxies, fp32 ones directly); the step matches PyTorch's to bf16 precision."""
+    torch.manual_seed(0)
+    m = _Mixed()
+    x, y = torch.randn(8, 16).bfloat16(), torch.randint(0, 5, (8,))
+    ts = from_torch(m, (x,), (y,), optimizer=SGD(lr=0.5), quiet=True)
+    assert {n: ts.shapes[n][1] for n in ts.param_names} == {
+        "c": "float32", "a.weight": "bfloat16", "a.bias": "bfloat16", "b.weight": "float32",
+        "b.bias": "float32"}
+    loss, before, after = _tvm_step(ts, (x,), (y,))
+    ref_m = copy.deepcopy(m)
+    o = torch.optim.SGD(ref_m.parameters(), lr=0.5)
+    t_loss = torch.nn.functional.cross_entropy(ref_m(x), y)
+    t_loss.backward()
+    o.step()
+    eps = 2.0**-7
+    assert abs(loss - float(t_loss.detach())) <= 4 * eps * max(1.0, abs(float(t_loss.detach())))
+    for n, p in ref_m.named_parameters():
+        b0 = before[n].astype(np.float64)
+        _close(after[n].astype(np.float64) - b0, p.detach().double().numpy() - b0, 4 * eps, n)
