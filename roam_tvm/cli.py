@@ -101,6 +101,8 @@ def _check_args(args) -> None:
             verb = "does" if len(given) == 1 else "do"
             raise ArgumentCheckError(f"{', '.join(given)} {verb} not apply to a factory model: its example "
                                      "tensors set the sizes (use the factory's dynamic_shapes for a range)")
+    if getattr(args, "loss_scale", None) is not None and getattr(args, "precision", None) != "fp16-amp":
+        raise ArgumentCheckError("--loss-scale applies to --precision fp16-amp only (bf16 needs no loss scaling)")
     if getattr(args, "out", None) is not None:
         check_out_dir(args.out)
     if getattr(args, "json", None) is not None:
@@ -119,6 +121,11 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--loss", choices=["cross_entropy", "mse"], default=None,
                    help="override the model's loss (cross_entropy: classes in dim 1, as F.cross_entropy; "
                         "[B, T, V] logits with [B, T] targets: classes last)")
+    p.add_argument("--precision", choices=["bf16-amp", "fp16-amp"], default=None,
+                   help="mixed precision: autocast activations and gradients, fp32 master weights and "
+                        "optimizer state (fp16: static loss scale); default: train the model in its own dtypes")
+    p.add_argument("--loss-scale", type=_positive_float, default=None,
+                   help="static loss scale for fp16-amp (default 1024)")
     p.add_argument("--small", action="store_true", help="the model's tiny test configuration")
     p.add_argument("--target", default="cuda", choices=["cuda", "llvm"],
                    help="target whose lowering is planned (default cuda; nothing is executed)")
@@ -166,7 +173,8 @@ def load_step(args):
         _log(f"importing {spec.name} {spec.config} ({cfg.kind}) ...")
     start = time.perf_counter()
     ts = from_torch(spec.model, spec.example_inputs, spec.targets, loss=spec.loss,
-                    optimizer=optimizer_from_config(cfg), quiet=args.quiet)
+                    optimizer=optimizer_from_config(cfg), quiet=args.quiet,
+                    precision=getattr(args, "precision", None), loss_scale=getattr(args, "loss_scale", None))
     if not args.quiet:
         _log(f"imported in {time.perf_counter() - start:.1f} s")
     return ts, spec
