@@ -388,7 +388,7 @@ def test_frozen_backbone_keeps_less_than_full_training():
     from roam_tvm.report.compare import compare_step
 
     def peak(freeze):
-        m, ids, tgt = _gpt2_case(n_layer=2, n_embd=64, batch=2, seq=32)
+        m, ids, tgt = _gpt2_case(n_layer=2, n_embd=64, batch=2, seq=16)
         if freeze:
             for n, p in m.named_parameters():
                 p.requires_grad_(n.startswith("transformer.h.1."))
