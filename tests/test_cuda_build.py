@@ -32,6 +32,18 @@ from roam_tvm.runtime import build, compile_cuda_kernels, cuda_source, cuda_targ
 from roam_tvm.zoo import MODELS, get_model
 
 FAST = ["cnn", "gpt2-small"]  # a CNN (pooling, batch norm) and a transformer
+# the breadth models of issue 13, at their tiny sizes (roam_tvm/zoo/families.py)
+FAMILIES = ["llama", "qwen2", "mistral", "t5", "densenet", "swin", "moe", "lstm", "gru", "unet"]
+
+
+def _family_spec(name):
+    from pathlib import Path
+
+    from roam_tvm.zoo import load_factory
+
+    import roam_tvm.zoo.families as families
+
+    return load_factory(f"{Path(families.__file__)}:{name}")
 _KERNEL_CONV = 2  # tvm::CallingConv::kDeviceKernelLaunch
 
 
@@ -67,7 +79,7 @@ class _KernelAudit:
 
 
 def _cuda_build(name, planner_on):
-    spec = get_model(name, small=True)
+    spec = _family_spec(name) if name in FAMILIES else get_model(name, small=True)
     ts = from_torch(spec.model, spec.example_inputs, spec.targets, loss=spec.loss,
                     optimizer=optimizer_from_config(spec.optimizer))
     audit = _KernelAudit()
@@ -134,3 +146,9 @@ def test_cuda_build_roam(name, tmp_path):
                          + [f"roam-{n}" for n in MODELS if n not in FAST])
 def test_cuda_build_whole_zoo(name, planner_on, tmp_path):
     _build_and_compile(name, tmp_path, planner_on)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", FAMILIES)
+def test_cuda_build_breadth_models(name, tmp_path):
+    _build_and_compile(name, tmp_path, planner_on=True)

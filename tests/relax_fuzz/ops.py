@@ -284,8 +284,8 @@ class Ops:
         if var.ty.shape is None or any(not isinstance(d, tvm.tirx.IntImm) for d in var.ty.shape.values):
             # The join of symbolic branches can lose the shape, here or when TVM's
             # lowering re-normalises the If: pin it down.
+            # (part of the If construct, not the `views` feature's match_cast)
             var = self.bb.match_cast(var, self.ty(a.rows, a.layout, a.dtype, a.dev), name_hint="mc")
-            self.used.add("match_cast")
         return self.tensor_val(var, groups | self.group(), a)
 
     def op_match_cast(self, a: Val) -> Val:
