@@ -77,6 +77,15 @@ def check_out_file(path: str, flag: str) -> None:
         raise ArgumentCheckError(f"{flag} {path!r}: no permission to write in {folder!r}")
 
 
+def _budget(text: str):
+    from .remat.budget import parse_budget
+
+    try:
+        return parse_budget(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
 def _is_factory(model: str) -> bool:
     return ":" in model and model.rsplit(":", 1)[0].endswith(".py")
 
@@ -92,6 +101,8 @@ def _check_args(args) -> None:
             verb = "does" if len(given) == 1 else "do"
             raise ArgumentCheckError(f"{', '.join(given)} {verb} not apply to a factory model: its example "
                                      "tensors set the sizes (use the factory's dynamic_shapes for a range)")
+    if getattr(args, "loss_scale", None) is not None and getattr(args, "precision", None) != "fp16-amp":
+        raise ArgumentCheckError("--loss-scale applies to --precision fp16-amp only (bf16 needs no loss scaling)")
     if getattr(args, "out", None) is not None:
         check_out_dir(args.out)
     if getattr(args, "json", None) is not None:
@@ -110,6 +121,11 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--loss", choices=["cross_entropy", "mse"], default=None,
                    help="override the model's loss (cross_entropy: classes in dim 1, as F.cross_entropy; "
                         "[B, T, V] logits with [B, T] targets: classes last)")
+    p.add_argument("--precision", choices=["bf16-amp", "fp16-amp"], default=None,
+                   help="mixed precision: autocast activations and gradients, fp32 master weights and "
+                        "optimizer state (fp16: static loss scale); default: train the model in its own dtypes")
+    p.add_argument("--loss-scale", type=_positive_float, default=None,
+                   help="static loss scale for fp16-amp (default 1024)")
     p.add_argument("--small", action="store_true", help="the model's tiny test configuration")
     p.add_argument("--target", default="cuda", choices=["cuda", "llvm"],
                    help="target whose lowering is planned (default cuda; nothing is executed)")
@@ -157,7 +173,8 @@ def load_step(args):
         _log(f"importing {spec.name} {spec.config} ({cfg.kind}) ...")
     start = time.perf_counter()
     ts = from_torch(spec.model, spec.example_inputs, spec.targets, loss=spec.loss,
-                    optimizer=optimizer_from_config(cfg), quiet=args.quiet)
+                    optimizer=optimizer_from_config(cfg), quiet=args.quiet,
+                    precision=getattr(args, "precision", None), loss_scale=getattr(args, "loss_scale", None))
     if not args.quiet:
         _log(f"imported in {time.perf_counter() - start:.1f} s")
     return ts, spec
@@ -181,6 +198,13 @@ def cmd_compare(args) -> int:
                           order_options={"time_limit": args.time_limit, "progress": not args.quiet},
                           layout_options={"time_limit": args.time_limit},
                           progress=not args.quiet, log=None if args.quiet else _log)
+    if args.budget is not None:  # the budgeted roam planner (recomputation), see roam_tvm.remat.compare
+        from .remat.compare import budget_report
+
+        extra = budget_report(ts, args.budget, args.target, report["planners"].get("roam", {}).get("peak_bytes"),
+                              {"time_limit": args.time_limit}, {"time_limit": args.time_limit})
+        report["planners"]["roam-budget"] = extra.pop("planner")
+        report.update(extra)
     report = {"model": spec.name, "config": {**spec.config, "optimizer": spec.optimizer.kind,
                                              "loss": loss_name(spec.loss), "target": args.target},
               **report, "import_seconds": import_seconds,
@@ -229,6 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="subset of: " + " ".join(ALL_PLANNERS))
     c.add_argument("--json", default=None, help="write the report as JSON here")
     c.add_argument("--no-cut", action="store_true", help="skip the cut lower bound")
+    c.add_argument("--budget", type=_budget, default=None,
+                   help="also plan roam with recomputation under this budget: bytes (8GiB, 512MiB, 123456) "
+                        "or a fraction in (0, 1] of roam's unbudgeted peak")
     c.set_defaults(func=cmd_compare)
     p = sub.add_parser("plan", help="write the roam plan as JSON, minimalloc CSV and a timeline PNG")
     _add_model_args(p)
@@ -271,7 +298,7 @@ def _is_user_error(err: Exception) -> bool:
         return True
     mods = sys.modules  # an error class whose module never loaded cannot have been raised
     kinds = [(".frontend.errors", "FrontendError"), (".zoo.spec", "ZooError"), (".passes.extract", "ExtractError"),
-             (".graph.model", "GraphError")]
+             (".graph.model", "GraphError"), (".remat.floor", "BudgetError")]
     classes = tuple(getattr(mods[__package__ + m], n) for m, n in kinds if __package__ + m in mods)
     return isinstance(err, classes)
 

@@ -98,6 +98,8 @@ def _run(argv, capsys):
     (["plan", "--model", "mlp", "--seq", "-3"], ["--seq", "positive integer"]),
     (["compare", "--model", "/nonexistent/m.py:f"], ["m.py", "does not exist"]),
     (["compare", "--model", "roam_tvm/cli.py:main", "--batch", "4"], ["--batch does not apply", "factory"]),
+    (["compare", "--model", "mlp", "--precision", "fp8"], ["--precision", "fp8"]),
+    (["compare", "--model", "mlp", "--precision", "bf16-amp", "--loss-scale", "64"], ["--loss-scale", "fp16-amp"]),
 ])
 def test_bad_arguments_fail_fast_without_importing(argv, words):
     code = ("import sys, time; t = time.perf_counter(); from roam_tvm.cli import main; rc = main(sys.argv[1:]); "

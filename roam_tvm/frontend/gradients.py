@@ -36,7 +36,11 @@ from tvm.relax import op as R
 from tvm.relax.op import register_gradient
 from tvm.relax.op.grad import no_grad
 
+from .grad_fixes import GRADS as _FIXED_GRADS
+from .grad_index import GRADS as _INDEX_GRADS
+from .grad_nn import GRADS as _NN_GRADS
 from .norm_grad import GRADS as _NORM_GRADS
+from .stop_gradient import GRADS as _STOP_GRADS
 
 _DONE = False
 
@@ -200,18 +204,23 @@ def _relu_grad_from_output(orig_var, orig_call, output_grad, ctx):
 
 # op -> gradient that reads the op's output instead of its input (see the module docstring)
 _OUTPUT_BASED = {"relax.nn.relu": _relu_grad_from_output}
+# swapped in with them: TVM's where / concat / split / cumsum / take gradients, fixed
+# (grad_fixes.py)
+_SWAPPED = {**_OUTPUT_BASED, **_FIXED_GRADS}
 
 
 @contextlib.contextmanager
 def output_based_gradients():
-    """Within the block, the ops in ``_OUTPUT_BASED`` take their gradient from their output.
+    """Within the block, the ops in ``_OUTPUT_BASED`` take their gradient from their output,
+    and ``where`` / ``concat`` / ``split`` / ``cumsum`` / ``take`` take the fixed ones of
+    :mod:`.grad_fixes`.
 
     TVM's own registrations are restored on exit, so other users of
     ``relax.transform.Gradient`` in the process are unaffected.
     """
     saved = {}
     try:
-        for name, fn in _OUTPUT_BASED.items():
+        for name, fn in _SWAPPED.items():
             op = tvm.ir.Op.get(name)
             saved[name] = op.get_attr("FPrimalGradient")
             op.reset_attr("FPrimalGradient")
@@ -239,6 +248,11 @@ _GRADS = {
     # layer_norm / batch_norm (see norm_grad.py): only when step.py keeps them whole
     # through Gradient; each reads x and gamma only
     **_NORM_GRADS,
+    # R.grad.no_grad as a stop-gradient (stop_gradient.py)
+    **_STOP_GRADS,
+    # pad, group_norm, nearest resize2d (grad_nn.py); index_put, scatter, topk (grad_index.py)
+    **_NN_GRADS,
+    **_INDEX_GRADS,
 }
 
 

@@ -5,6 +5,8 @@
 1. ``input``  — the model's example inputs (names from ``torch.export``: ``x``, ``input_ids``, …);
 2. ``target`` — the loss targets (``target``, ``target_1``, …);
 3. ``param``  — trainable parameters, named like ``model.named_parameters()``;
+   then ``frozen`` — parameters with ``requires_grad=False`` (no gradient, no state, never
+   updated: constants of the step passed as inputs);
 4. ``state``  — optimizer states ``<param>.<suffix>`` (per parameter, in parameter order),
    then BatchNorm running statistics ``<module>.running_mean`` / ``.running_var`` /
    ``.num_batches_tracked``;
@@ -36,11 +38,15 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from . import gradients
+from . import gradients, precision
 from .errors import DynamicShapeError, MetaWeightsError, MissingGradientError, UnsupportedError
 from .fuse_gelu import fuse_tanh_gelu
+from .gradient_errors import explain_gradient_failure
 from .norm_grad import share_statistics
+from .flatten_tuples import InlineTupleVars
+from .nt_matmul import FuseNTMatmul
 from .simplify import drop_noop_broadcasts
+from .stop_gradient import ActiveVars, insert_stop_gradients, remove_stop_gradients
 from .optim import Optimizer, bn_stats_kernel, copy_kernel, counter_kernel, optimizer_kernel
 
 # Ops whose output may be a view (alias) of their input once lowered.
@@ -90,6 +96,7 @@ class TrainingStep:
     meta: bool = False
     func_name: str = "train_step"
     no_values_reason: str = ""
+    loss_scale: float = 1.0  # static AMP loss scale (see amp.py); the returned loss is unscaled
 
     # ---- names ---------------------------------------------------------------------------
     def _names(self, kind):
@@ -106,6 +113,11 @@ class TrainingStep:
     @property
     def param_names(self):
         return self._names("param")
+
+    @property
+    def frozen_names(self):
+        """Parameters with ``requires_grad=False``: read by the step, never updated."""
+        return self._names("frozen")
 
     @property
     def state_names(self):
@@ -126,7 +138,7 @@ class TrainingStep:
                 "model with real weights (meta=False), or fill the arrays yourself using "
                 "ts.shapes[name] = (shape, dtype).")
         out = {}
-        for name in self.param_names:
+        for name in self.param_names + self.frozen_names:
             out[name] = np.array(self.param_values[name], copy=True)
         bufs = self.buffer_values or {}
         for name in self.state_names:
@@ -183,7 +195,7 @@ class TrainingStep:
             if isinstance(v, tvm.runtime.Tensor):
                 args.append(v)
                 continue
-            v = np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v)
+            v = np.asarray(precision.to_numpy(v) if hasattr(v, "detach") else v)
             t = tvm.runtime.tensor(np.array(v, order="C", copy=True), dev)
             args.append(t)
             if kind in ("param", "state"):
@@ -252,12 +264,10 @@ def check_static_shapes(func: relax.Function):
 def check_gradients(func: relax.Function, param_vars):
     """Raise MissingGradientError for the first op on a param->loss path with no gradient."""
     gradients.ensure_registered()
-    dep = set(v for v in param_vars)
+    active = ActiveVars(func, param_vars).active  # what Gradient will differentiate
     for b in _bindings(func):
-        fv = _free_vars(b.value)
-        if not any(v in dep for v in fv):
+        if b.var not in active:
             continue
-        dep.add(b.var)
         name = _op_name(b.value)
         if name is None:
             continue
@@ -331,22 +341,25 @@ def _resolve(expr, defs):
 def build_train_step(fwd: relax.Function, *, input_names, target_names, param_names,
                      optimizer: Optimizer, bn_specs=(), param_values=None, buffer_values=None,
                      meta=False, quiet=None, progress=None, extra_module=None,
-                     carry_names=(), precise_reductions=True) -> TrainingStep:
+                     carry_names=(), precise_reductions=True, frozen_names=()) -> TrainingStep:
     """Core: ``fwd(inputs..., targets..., params...) -> loss`` into a ``TrainingStep``.
 
-    ``fwd``'s params must be ordered inputs, targets, params, with the given names.
+    ``fwd``'s params must be ordered inputs, targets, params, frozen params, carried
+    states, with the given names. Frozen parameters (``frozen_names``) get no gradient and
+    no optimizer state: they are inputs of the step that it never updates.
     """
     progress = progress or _Progress(quiet)
     gradients.ensure_registered()
     n_in, n_tg, n_p = len(input_names), len(target_names), len(param_names)
-    n_c = len(carry_names)
-    if len(fwd.params) != n_in + n_tg + n_p + n_c:
+    n_c, n_f = len(carry_names), len(frozen_names)
+    if len(fwd.params) != n_in + n_tg + n_p + n_f + n_c:
         raise ValueError(f"forward has {len(fwd.params)} params, expected "
-                         f"{n_in}+{n_tg}+{n_p}+{n_c}")
+                         f"{n_in}+{n_tg}+{n_p}+{n_f}+{n_c}")
     check_static_shapes(fwd)
 
     # rename the params after the names the caller gives
-    names = list(input_names) + list(target_names) + list(param_names) + list(carry_names)
+    names = (list(input_names) + list(target_names) + list(param_names) + list(frozen_names)
+             + list(carry_names))
     new_params = [relax.Var(n, p.ty) for n, p in zip(names, fwd.params)]
     body_f = fwd.bind_params({old: new for old, new in zip(fwd.params, new_params)})
     fwd = relax.Function(new_params, body_f.body, body_f.ret_ty, True, fwd.attrs)
@@ -365,24 +378,31 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     fwd = mod["fwd"]
     pvars = list(fwd.params[n_in + n_tg: n_in + n_tg + n_p])
     check_gradients(fwd, pvars)
+    # TVM's Gradient refuses bf16 parameters: differentiate w.r.t. fp32 stand-ins;
+    # bf16/fp16 norms work in fp32 inside, forward and backward (as PyTorch's kernels)
+    fwd, pvars, proxies = precision.add_float_proxies(precision.norms_in_fp32(fwd), pvars)
+    # Gradient sees no value that has no derivative (positions, masks, indices)
+    mod["fwd"] = fwd = insert_stop_gradients(fwd, pvars)
     progress(f"gradient of {len(_bindings(fwd))} bindings w.r.t. {len(pvars)} params")
     try:
         with gradients.output_based_gradients():
             mod = relax.transform.Gradient("fwd", require_grads=pvars, target_index=0)(mod)
-    except Exception as e:  # noqa: BLE001  # pragma: no cover - pre-check catches most
-        m = re.search(r"relax\.[\w.]+", str(e))
-        op = m.group(0) if m else "<unknown>"
-        raise MissingGradientError(
-            f"relax.transform.Gradient failed at op '{op}': {str(e).splitlines()[-1][:300]}. "
-            f"If the op has no gradient, register one with "
-            f"tvm.relax.op.register_gradient('{op}', fn).") from None
+    except Exception as e:  # noqa: BLE001  # pre-check catches most
+        with gradients.output_based_gradients():
+            raise explain_gradient_failure(mod, "fwd", pvars, e) from None
+    mod["fwd_adjoint"] = remove_stop_gradients(mod["fwd_adjoint"])
     # the forward's norms become the same primitive ops as before (batch_norm in training
     # mode: batch statistics); the backward already is primitive
     mod = relax.transform.DecomposeOpsForTraining("fwd_adjoint")(mod)
     # the norms' gradients read the forward's mean/variance vectors instead of recomputing
     adj = share_statistics(mod["fwd_adjoint"])
+    if proxies:
+        adj = precision.drop_float_proxies(adj, proxies)
+    # bf16/fp16 matmuls and sums accumulate in fp32, rounded once (as in PyTorch)
+    adj = precision.accumulate_in_fp32(precision.recompute_casts(adj))
     progress("placing optimizer updates")
     return _assemble(adj, n_in=n_in, n_tg=n_tg, n_p=n_p, carry_names=list(carry_names),
+                     frozen_names=list(frozen_names),
                      precise_reductions=precise_reductions,
                      input_names=input_names,
                      target_names=target_names, param_names=param_names, optimizer=optimizer,
@@ -390,7 +410,7 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
                      meta=meta, extra_module=extra_module)
 
 
-def _assemble(adj, *, n_in, n_tg, n_p, carry_names, precise_reductions, input_names, target_names, param_names, optimizer, bn_info,
+def _assemble(adj, *, n_in, n_tg, n_p, carry_names, frozen_names, precise_reductions, input_names, target_names, param_names, optimizer, bn_info,
               param_values, buffer_values, meta, extra_module):
     binds = _bindings(adj)
     defs = {b.var: b.value for b in binds}
@@ -409,7 +429,9 @@ def _assemble(adj, *, n_in, n_tg, n_p, carry_names, precise_reductions, input_na
     stats = stats[len(carry_names):]
     grads = list(grads.fields)
     pvars = list(adj.params[n_in + n_tg: n_in + n_tg + n_p])
-    cvars = list(adj.params[n_in + n_tg + n_p:])
+    n_f = len(frozen_names)
+    fvars = list(adj.params[n_in + n_tg + n_p: n_in + n_tg + n_p + n_f])
+    cvars = list(adj.params[n_in + n_tg + n_p + n_f:])
     assert len(grads) == len(pvars)
 
     # alias closure: bindings that (may) read each param's memory
@@ -433,9 +455,10 @@ def _assemble(adj, *, n_in, n_tg, n_p, carry_names, precise_reductions, input_na
             ret_pack.add(e)
 
     sig = [(n, "input") for n in input_names] + [(n, "target") for n in target_names]
-    sig += [(n, "param") for n in param_names]
+    sig += [(n, "param") for n in param_names] + [(n, "frozen") for n in frozen_names]
     shapes = {}
-    for n, p in zip(list(input_names) + list(target_names) + list(param_names), adj.params):
+    for n, p in zip(list(input_names) + list(target_names) + list(param_names)
+                    + list(frozen_names), adj.params):
         shapes[n] = (tuple(int(s) for s in p.ty.shape.values), str(p.ty.dtype))
 
     # states
@@ -509,7 +532,7 @@ def _assemble(adj, *, n_in, n_tg, n_p, carry_names, precise_reductions, input_na
             kernels[key] = bb.add_func(prim, fname)
         return kernels[key]
 
-    all_params = list(adj.params[: n_in + n_tg]) + pvars
+    all_params = list(adj.params[: n_in + n_tg]) + pvars + fvars
     all_params += [state_vars[n] for n in opt_states + bn_states] + cvars
     all_params += list(hyper_vars.values())
     updated = []
@@ -580,7 +603,10 @@ def _assemble(adj, *, n_in, n_tg, n_p, carry_names, precise_reductions, input_na
     mod = bb.get()
     # matmul(x, permute_dims(w)) -> one NT-matmul kernel: no transposed copy of a weight
     # (or of an activation) is materialised, forward or backward
-    mod = relax.transform.DeadCodeElimination()(relax.transform.FuseTransposeMatmul()(mod))
+    # (FuseNTMatmul: TVM's FuseTransposeMatmul with operands that cannot swap, nt_matmul.py)
+    # adjoint tuples (of split / chunk outputs, nested in RNN steps) are read field by
+    # field, else FuseTIR fails on a tuple parameter (GRU; flatten_tuples.py)
+    mod = relax.transform.DeadCodeElimination()(InlineTupleVars()(FuseNTMatmul()(mod)))
     buffer_values = dict(buffer_values or {})
     return TrainingStep(mod=mod, signature=sig, optimizer=optimizer, shapes=shapes,
                         param_values=None if meta else param_values,

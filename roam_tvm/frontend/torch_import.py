@@ -17,9 +17,13 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from .converters import CONVERTERS
 from .errors import FrontendError, ImportError_, TraceError, UnsupportedError
 from .losses import make_loss_fn
 from .optim import SGD, Optimizer, as_optimizer
+from .frozen import check_trainable, split_frozen
+from .amp import autocast, check_precision, unscaling, warn_adam_eps, with_loss_scale
+from .precision import mixed_norm, to_numpy
 from .step import BNSpec, TrainingStep, _Progress, _attrs_dict, build_train_step
 
 _PREFIX = "model."
@@ -167,7 +171,7 @@ def _fix_bindings(func: relax.Function) -> relax.Function:
 
 def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: Optimizer | None = None,
                keep_params=True, quiet=None, dynamic_shapes=None,
-               precise_reductions=True) -> TrainingStep:
+               precise_reductions=True, precision=None, loss_scale=None) -> TrainingStep:
     """Import ``model`` with ``loss`` and ``optimizer`` into a one-function training step.
 
     ``example_inputs`` / ``targets``: tuples of tensors (a single tensor is accepted).
@@ -181,6 +185,14 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: 
     an upper bound.
     ``precise_reductions``: split multi-axis float sums/means into one-axis steps (see
     ``step.blocked_reduction``; fixes fp32 gradient error of large BatchNorm layers).
+    ``precision``: ``None`` trains the model in its own dtypes (fp32, fp64, bf16 or fp16
+    parameters); ``"bf16-amp"`` / ``"fp16-amp"`` is the AMP recipe (see
+    ``roam_tvm.frontend.amp``): the model and loss run under ``torch.autocast``, so
+    parameters and optimizer states stay fp32 (master weights) while autocast's ops
+    (matmul, conv, ...) compute, save and differentiate in bf16/fp16. ``loss_scale``: a
+    static power of two the loss is multiplied by before the backward and every gradient
+    divided by in the optimizer update (default 1024 with ``"fp16-amp"``, 1 with
+    ``"bf16-amp"``); the step returns the unscaled loss. No step is skipped on overflow.
     Stage messages go to stderr once the import runs longer than 3 s (``quiet=True``: never,
     ``quiet=False``: always).
     """
@@ -197,12 +209,13 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: 
 
     params = dict(model.named_parameters())  # tied weights: one entry
     meta = any(_is_meta(p) for p in params.values())
-    frozen = [n for n, p in params.items() if not p.requires_grad]
-    if frozen:
-        raise UnsupportedError(f"parameters with requires_grad=False are not supported yet: "
-                               f"{frozen[:5]}; make them buffers or trainable")
+    check_trainable(params)
+    scale = check_precision(precision, loss_scale, params.values())
+    warn_adam_eps(optimizer, params.values(), precision)
     loss_fn = _make_loss_fn(loss)
     wrapped = _wrapper(model, len(example_inputs), loss_fn)
+    if precision is not None:
+        wrapped = autocast(wrapped, precision, scale)
     was_training = model.training
     model.train()
     cfg = getattr(model, "config", None)
@@ -278,11 +291,11 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: 
             fqn = fqn[len(_PREFIX):] if fqn.startswith(_PREFIX) else fqn
             fqn = canonical.get(fqn, fqn)
             pvar_by_fqn.setdefault(fqn, []).append(p)
-    param_names = [n for n in params if n in pvar_by_fqn]
+    param_names, frozen_names = split_frozen([n for n in params if n in pvar_by_fqn], params)
     unused = [n for n in params if n not in pvar_by_fqn]
     binds = {}
     keep = []
-    for n in param_names:
+    for n in param_names + frozen_names:
         vs = pvar_by_fqn[n]
         keep.append(vs[0])
         for other in vs[1:]:
@@ -302,20 +315,22 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: 
     values = None
     bufs = {}
     if keep_params and not meta:
-        values = {n: params[n].detach().cpu().numpy().copy() for n in param_names}
+        values = {n: to_numpy(params[n]) for n in param_names + frozen_names}
         mods = dict(model.named_modules())
         for spec in bn_specs:
             m = mods[spec.name]
-            bufs[f"{spec.name}.running_mean"] = m.running_mean.detach().cpu().numpy().copy()
-            bufs[f"{spec.name}.running_var"] = m.running_var.detach().cpu().numpy().copy()
+            bufs[f"{spec.name}.running_mean"] = to_numpy(m.running_mean)
+            bufs[f"{spec.name}.running_var"] = to_numpy(m.running_var)
             if spec.track_count:
-                bufs[f"{spec.name}.num_batches_tracked"] = (
-                    m.num_batches_tracked.detach().cpu().numpy().copy())
+                bufs[f"{spec.name}.num_batches_tracked"] = to_numpy(m.num_batches_tracked)
     ts = build_train_step(func, input_names=input_names, target_names=target_names,
-                          param_names=param_names, optimizer=optimizer, bn_specs=bn_specs,
+                          param_names=param_names, frozen_names=frozen_names,
+                          optimizer=unscaling(optimizer, scale), bn_specs=bn_specs,
                           param_values=values, buffer_values=bufs, meta=meta or not keep_params,
                           progress=progress, precise_reductions=precise_reductions)
     ts.meta = meta
+    if scale != 1.0:
+        ts = with_loss_scale(ts, scale, optimizer)
     if not keep_params and not meta:
         ts.param_values = None
     progress("done")
@@ -385,6 +400,8 @@ def _patched_importer(ep, meta: bool):
     for name in ("conv1d", "conv2d", "conv3d", "conv1d_transpose", "conv2d_transpose"):
         if hasattr(relax.op.nn, name):
             patch(relax.op.nn, name, _fix_out_dtype(getattr(relax.op.nn, name)))
+    for name in ("layer_norm", "group_norm", "batch_norm"):  # autocast: bf16 x, fp32 gamma
+        patch(relax.op.nn, name, mixed_norm(getattr(relax.op.nn, name)))
     if meta:
         orig = ept.ExportedProgramImporter._convert_pytorch_tensor_to_tvm
         param_ids = {id(p) for _, p in ep.named_parameters()}
@@ -411,6 +428,7 @@ def _import_ep(ep, meta):
 
     with _patched_importer(ep, meta):
         mod = from_exported_program(ep, run_ep_decomposition=True, keep_params_as_input=True,
-                                    unwrap_unit_return_tuple=True)
+                                    unwrap_unit_return_tuple=True,
+                                    custom_convert_map=CONVERTERS)
     mod, _ = detach_params(mod)
     return mod

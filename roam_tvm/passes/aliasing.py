@@ -28,11 +28,14 @@ lowered ``f(args..., out)`` (PrimFunc)            reads ``args``; writes ``out``
                                                   follows, which ``CallTIRRewrite`` emits)
 ``R.vm.call_tir_dyn(f, (args..., shape))``        the same, with the arguments of the tuple
 ``R.call_packed`` / ``call_dps_packed`` extern    reads its arguments and writes the allocated ones
-(returning nothing)                               (TVM's rule: externs keep no reference)
+(returning nothing; also inside                   (TVM's rule: externs keep no reference)
+``R.call_pure_packed``)
 an extern not in :data:`VIEW_EXTERNS` that        its tensor arguments escape: the result may be a
 returns tensors                                   view of any of them
 a call of a Relax function, a closure, or an      its tensor arguments escape; its result is a
 unknown op; ``If``                                fresh tensor allocated elsewhere
+any other Relax op (``R.call_builtin_with_ctx``,  reads its arguments, which escape (TVM's rule:
+``R.call_inplace_packed``, un-legalized ops)      the op may keep a reference); result fresh
 function outputs                                  their roots stay outside the arena; an output
                                                   that is (a view of) a parameter is that parameter
 ================================================  =============================================

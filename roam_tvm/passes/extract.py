@@ -279,7 +279,10 @@ class _Extractor:
         if not isinstance(value, relax.Call):
             raise ExtractError(f"{self.name}: {at} = {type(value).__name__} is not supported "
                                f"(nested functions); the function is left to StaticPlanBlockMemory")
-        if isinstance(value.op, tvm.ir.Op):
+        if getattr(value.op, "name", "") == "relax.call_pure_packed":
+            # call_pure_packed(f, args...) is the extern f on args, declared pure.
+            value = _PackedCall(value.args[0], list(value.args[1:]))
+        elif isinstance(value.op, tvm.ir.Op):
             self._visit_op_call(where, var, value, bindings)
             return
         kind = callee_kind(value, self.mod)
@@ -355,8 +358,10 @@ class _Extractor:
         if name.startswith("relax.vm.") or name.startswith("relax.memory."):
             raise ExtractError(f"{self.name}: {at}: {name} is not modelled by the planner; "
                                f"the function is left to StaticPlanBlockMemory")
-        # Any other op: reads its tensor arguments, defines its result.
+        # Any other op: reads its tensor arguments, defines its result; like TVM's
+        # planner, assume it may keep a reference to them (they escape).
         inputs = [t for a in call.args for t in self._leaves(a, at)]
+        self._escape(inputs, f"argument of {name} at {at}")
         outs = self._fresh_value(var.name, var.ty)
         self.var_values[var] = outs
         self._add_op(name, inputs, flatten(outs), "compute", self._claim_allocs(inputs, where))
@@ -446,6 +451,14 @@ class _Extractor:
         # The fresh destinations are defined by this call (they were created by the alloc binding).
         self.ops[oid].outputs = fresh + outs + versions
         self.produced.update(fresh + outs + versions)
+
+
+@dataclass
+class _PackedCall:
+    """The extern call inside ``R.call_pure_packed`` (what ``callee_kind`` reads)."""
+
+    op: object
+    args: list
 
 
 def _replace(value: Value, old: int, new: int) -> Value:

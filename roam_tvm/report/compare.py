@@ -18,7 +18,8 @@ from tvm import relax
 
 from .names import ALL_PLANNERS
 from .simulate import PLANNERS, lower_bounds, param_kinds_attr, run_planner, schedule_for, scratch_for
-_KIND_OF = {"input": "input", "target": "input", "hyper": "input", "param": "param", "state": "state"}
+_KIND_OF = {"input": "input", "target": "input", "hyper": "input", "param": "param", "state": "state",
+            "frozen": "param"}
 
 
 def versions() -> dict:

@@ -6,6 +6,8 @@ allocates (``cpu_measure.py``).
 ``roam_tvm.runtime.pipeline(target, order=True, layout=True, **options)`` is the pass
 factory (alias ``roam_pipeline``); the stages live in the module ``roam_tvm/runtime/pipeline.py``
 (``importlib.import_module("roam_tvm.runtime.pipeline")``).
+A GPU build either gives every PrimFunc a device kernel or fails
+(``UnschedulableError``, ``DeviceAccessError``) naming the functions.
 Importing this package registers the named Relax pipeline ``"roam"``
 (``tvm.compile(mod, target, relax_pipeline="roam")``).
 """
@@ -23,7 +25,8 @@ from .pipeline import (
 )
 from .pipeline import pipeline
 from .pipeline import pipeline as roam_pipeline
-from .schedule import robust_schedule, stock_dlight_schedule
+from .schedule import UnschedulableError, robust_schedule, stock_dlight_schedule
+from .kernel_audit import DeviceAccessError, RequireDeviceKernels
 
 __all__ = [
     "build",
@@ -45,4 +48,7 @@ __all__ = [
     "pre_planning_pipeline",
     "robust_schedule",
     "stock_dlight_schedule",
+    "UnschedulableError",
+    "DeviceAccessError",
+    "RequireDeviceKernels",
 ]

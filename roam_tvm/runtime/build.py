@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import tvm
 from tvm import relax
 
-from .pipeline import as_target, pipeline
+from .pipeline import pipeline
+from .targets import as_target, cuda_target
 
 logger = logging.getLogger(__name__)
 
@@ -34,30 +35,6 @@ __all__ = [
     "compile_cuda_kernels",
     "NvccResult",
 ]
-
-H100_TAG = "nvidia/nvidia-h100"
-
-
-def cuda_target(arch: str | None = None, host: str | None = "llvm") -> tvm.target.Target:
-    """The H100 CUDA target: TVM's ``nvidia/nvidia-h100`` tag (arch sm_90a) with an llvm host.
-
-    ``arch`` overrides the architecture (e.g. "sm_80"). Falls back to a plain
-    ``{"kind": "cuda", "arch": "sm_90a"}`` target if the tag is missing.
-    (TVM 0.27 no longer parses CLI strings such as "cuda -arch=sm_90a".)
-    """
-    try:
-        target = tvm.target.Target(H100_TAG)
-        if arch is not None and str(target.attrs.get("arch", "")) != arch:
-            cfg = dict(target.export())
-            cfg["arch"] = arch
-            cfg.pop("tag", None)
-            target = tvm.target.Target(cfg)
-    except Exception:  # pylint: disable=broad-except
-        target = tvm.target.Target({"kind": "cuda", "arch": arch or "sm_90a"})
-    if host is not None and target.host is None:
-        target = tvm.target.Target(target, host=tvm.target.Target(host))
-    return target
-
 
 def resolve_target(target) -> tvm.target.Target:
     """"llvm" -> llvm Target; "cuda" -> cuda_target(); a Target passes through."""

@@ -16,6 +16,8 @@
                               (cuda: RewriteCUDAGraph, LowerAllocTensor, KillAfterLastUse,
                               LowerRuntimeBuiltin, ComputePrimValue, VMShapeLower,
                               AttachGlobalSymbol)
+    check (GPU only)          RequireDeviceKernels: no PrimFunc touches device memory
+                              outside a thread binding
 
 ``pipeline(target, order=False, layout=False)`` is the ``tvm-default`` planner: the
 same passes as ``relax.get_default_pipeline(target)`` (TVM's per-target backend
@@ -45,6 +47,9 @@ import tvm
 from tvm import relax
 
 from ..passes import RoamLayout, RoamOrder, RoamPlan
+from .schedule import robust_schedule, stock_dlight_schedule
+from .targets import as_target, is_gpu_target
+from .kernel_audit import RequireDeviceKernels
 
 logger = logging.getLogger(__name__)
 
@@ -67,31 +72,6 @@ _SPBM = "StaticPlanBlockMemory"
 
 
 # --------------------------------------------------------------------------- helpers
-def as_target(target: str | tvm.target.Target | None) -> tvm.target.Target:
-    """Turn a string/Target/None (current target scope) into a Target."""
-    if target is None:
-        target = tvm.target.Target.current(allow_none=True)
-        if target is None:
-            raise ValueError(
-                "no target given and no tvm.target.Target scope is active; "
-                "pass target= or call inside `with tvm.target.Target(...)`"
-            )
-        return target
-    if isinstance(target, tvm.target.Target):
-        return target
-    if isinstance(target, str) and target.strip() == "cuda":
-        # lazily avoid a circular import: build.cuda_target lives next door
-        from .build import cuda_target  # pylint: disable=import-outside-toplevel
-
-        return cuda_target()
-    return tvm.target.Target(target)
-
-
-def is_gpu_target(target: tvm.target.Target) -> bool:
-    """True for targets whose kernels need thread binding (cuda, rocm, metal, vulkan...)."""
-    return "gpu" in target.keys
-
-
 def split_options(options: dict[str, Any]) -> tuple[dict, dict, dict]:
     """Split ``**options`` into (order_options, layout_options, rest).
 
@@ -147,12 +127,8 @@ def schedule_passes(target, schedule: str | None = "robust") -> list[tvm.transfo
     if schedule is None or not is_gpu_target(target):
         return []
     if schedule == "robust":
-        from .schedule import robust_schedule  # pylint: disable=import-outside-toplevel
-
         return [robust_schedule(target)]
     if schedule == "dlight":
-        from .schedule import stock_dlight_schedule  # pylint: disable=import-outside-toplevel
-
         return [stock_dlight_schedule()]
     raise ValueError(f"unknown schedule {schedule!r}; expected 'robust', 'dlight' or None")
 
@@ -306,11 +282,15 @@ def pipeline(
             # function the better of (new order, program order): never worse than
             # TVM's default planner on the original order.
             plan = RoamPlan(dataflow_lower_passes(tgt), order_opts, layout_opts)
-            return (library_dispatch_passes(tgt) + legalize_passes(tgt, schedule) + [plan]
-                    + finalize_rest_passes(tgt))
-        return pre_planning_passes(
-            tgt, order=order, schedule=schedule, **order_opts
-        ) + finalize_passes(tgt, layout=layout, **layout_opts)
+            passes = (library_dispatch_passes(tgt) + legalize_passes(tgt, schedule) + [plan]
+                      + finalize_rest_passes(tgt))
+        else:
+            passes = pre_planning_passes(
+                tgt, order=order, schedule=schedule, **order_opts
+            ) + finalize_passes(tgt, layout=layout, **layout_opts)
+        # last: whatever scheduled (or did not schedule) the TIR, no GPU build may
+        # leave a PrimFunc to run on the host over device memory
+        return passes + ([RequireDeviceKernels(tgt)] if is_gpu_target(tgt) else [])
 
     name = f"RoamPipeline(order={order},layout={layout})"
     return _in_target(target, _passes, name)

@@ -15,9 +15,12 @@ and device code generation for the target, alone). When no rule works it uses
 ``simple_gpu_schedule``: inline what can be inlined, then for every remaining block
 fuse its spatial loops and bind them to blockIdx.x/threadIdx.x, leaving reduction
 loops serial inside the thread (one thread per output element). If even that does
-not lower, the variant without inlining is tried; if that fails too the function is
-left unscheduled and a warning is logged (it never raises on a valid module; the
-build will then report the function).
+not lower, the variant without inlining is tried (and, for in-place updates, one
+without the schedule's dependency checks). Functions that are loop programs rather
+than blocks (``take_backward``, scalar counters) get ``loop_schedule.bind_loops``:
+race-free parallel loops, or one thread for small serial work. A function nothing
+lowers for fails the pass with ``UnschedulableError``, naming it and every rule's
+reason: it is never left to run as host code over device memory.
 
 The rule each function got is logged at DEBUG level on the ``roam_tvm.runtime.schedule``
 logger and recorded in the PrimFunc attribute ``roam.schedule_rule`` (a string), so
@@ -27,7 +30,6 @@ rule per function and the failures that were skipped.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
@@ -36,6 +38,10 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.ir import IRModule
+
+from .loop_schedule import LOOPS_RULE, LoopBindError, bind_loops
+from .targets import as_target, is_gpu_target
+from .kernel_audit import check_lowers, host_accesses, short_error
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +56,7 @@ __all__ = [
     "simple_gpu_schedule",
     "check_lowers",
     "ScheduleReport",
+    "UnschedulableError",
     "RULE_ATTR",
 ]
 
@@ -82,72 +89,6 @@ def _is_scheduled(func) -> bool:
         and _SCHEDULED_ATTR in func.attrs
         and bool(func.attrs[_SCHEDULED_ATTR])
     )
-
-
-def check_lowers(func: tirx.PrimFunc, target: tvm.target.Target, codegen: bool = True) -> str | None:
-    """Lower one PrimFunc alone for ``target``; return None if fine, else the error text.
-
-    Runs TVM's default TIR pipeline for the target (which includes VerifyMemory, the
-    check that every GPU buffer access sits under a thread binding, and the
-    cross-thread-reduction lowering that raises "No matched reducer"), splits host
-    and device code, runs the device finalize passes and (``codegen=True``) the
-    device code generator (CUDA C source; no nvcc, no driver needed). The host side
-    is not code-generated (LLVM is slow and never the failing part).
-    """
-    tir_build = importlib.import_module("tvm.tirx.build")
-
-    try:
-        host = tvm.target.Target("llvm") if target.host is None else target.host
-        tgt = target.with_host(host) if target.host is None else target
-        f = func.with_attr("global_symbol", "roam_check")
-        mod = IRModule({"roam_check": f})
-        mod = tirx.transform.BindTarget(tgt)(mod)
-        pipe, _fin_host, fin_dev = tvm.tirx.get_default_tir_pipeline(tgt)
-        with tvm.transform.PassContext(opt_level=3):
-            mod = pipe(mod)
-            _host_mod, dev_mods = tir_build.split_host_device_mods(mod)
-            if "gpu" in target.keys and _touches_buffers(func):
-                kernels = sum(len(dm.functions) for dm in dev_mods.values() if dm is not None)
-                if kernels == 0:
-                    # TVM 0.27 silently compiles a PrimFunc without thread bindings as a
-                    # *host* function (VerifyMemory does not stop it): it would read
-                    # device pointers on the CPU at run time.
-                    raise ValueError("no GPU kernel generated (loops not bound to threads)")
-            for dev_target, dev_mod in dev_mods.items():
-                dev_mod = fin_dev()(dev_mod)
-                if codegen:
-                    _codegen_source_only(dev_mod, dev_target)
-    except Exception as err:  # pylint: disable=broad-except
-        return f"{type(err).__name__}: {_short(err)}"
-    return None
-
-
-def _touches_buffers(func: tirx.PrimFunc) -> bool:
-    return len(func.params) > 0
-
-
-def _codegen_source_only(dev_mod: IRModule, dev_target: tvm.target.Target) -> None:
-    """Generate device source without invoking nvcc/NVRTC (cheap, driver-free)."""
-    kind = dev_target.kind.name
-    if kind == "cuda":
-        fgen = tvm.get_global_func("target.build.cuda_source_only", allow_missing=True)
-        if fgen is None:
-            # fall back to the regular builder; with a driver-less machine TVM embeds
-            # source, with nvcc present it may compile (slower, still a valid check)
-            fgen = tvm.get_global_func("target.build.cuda")
-        fgen(dev_mod, dev_target)
-    else:
-        fgen = tvm.get_global_func(f"target.build.{kind}", allow_missing=True)
-        if fgen is not None:
-            fgen(dev_mod, dev_target)
-
-
-def _short(err: Exception, limit: int = 300) -> str:
-    lines = [ln.strip() for ln in str(err).strip().splitlines()]
-    # drop caret/tilde underline lines of Python tracebacks; TVM errors end with the message
-    lines = [ln for ln in lines if ln and set(ln) - set("^~ ")]
-    msg = " | ".join(lines[-2:])
-    return msg[-limit:]
 
 
 # --------------------------------------------------------------------------- fallback
@@ -293,6 +234,20 @@ def _uses_var(expr, var) -> bool:
 
 
 # --------------------------------------------------------------------------- driver
+@tvm_ffi.register_error  # keeps its type when raised inside a pass, across the FFI
+class UnschedulableError(RuntimeError):
+    """Some PrimFuncs of a GPU build got no schedule that lowers to device kernels."""
+
+
+def _unschedulable(names: list[str], failures: dict[str, list[str]]) -> str:
+    lines = [f"  {n}: " + " | ".join(failures.get(n, [])) for n in names]
+    return (
+        f"no GPU schedule for {len(names)} PrimFunc(s) {names}; each would otherwise run "
+        "as host code over GPU memory. Why each rule failed:\n" + "\n".join(lines)
+        + "\nBuild for llvm, or register a schedule for these ops."
+    )
+
+
 @dataclass
 class ScheduleReport:
     """Which rule each PrimFunc got (also written to the func attr ``roam.schedule_rule``)."""
@@ -314,8 +269,9 @@ def schedule_func(
 ) -> tuple[tirx.PrimFunc, str]:
     """Schedule one PrimFunc; return (scheduled func, rule name).
 
-    rule name is one of the dlight rule names, "simple", "simple-noinline", or
-    "none" (left unscheduled: nothing lowered).
+    rule name is one of the dlight rule names, "simple", "simple-noinline",
+    "simple-inplace", "loops" (``loop_schedule.bind_loops``) or "none" (nothing
+    lowered; ``failures`` says why for each rule tried).
     """
     rules = default_rules() if rules is None else rules
     failures = [] if failures is None else failures
@@ -323,7 +279,7 @@ def schedule_func(
         try:
             space = rule.apply(func, target, False)
         except Exception as err:  # pylint: disable=broad-except
-            failures.append(f"{rule_name}: raised {type(err).__name__}: {_short(err)}")
+            failures.append(f"{rule_name}: raised {type(err).__name__}: {short_error(err)}")
             continue
         if space is None:
             continue
@@ -334,19 +290,18 @@ def schedule_func(
         try:
             new = space.mod["main"]
         except Exception as err:  # pylint: disable=broad-except
-            failures.append(f"{rule_name}: bad schedule {type(err).__name__}: {_short(err)}")
+            failures.append(f"{rule_name}: bad schedule {type(err).__name__}: {short_error(err)}")
             continue
-        if verify:
-            err = check_lowers(new, target)
-            if err is not None:
-                failures.append(f"{rule_name}: does not lower: {err}")
-                continue
+        err = _rejects(new, target, verify)
+        if err is not None:
+            failures.append(f"{rule_name}: does not lower: {err}")
+            continue
         return new, rule_name
     variants = [("simple", True, True), ("simple-noinline", False, True)]
     try:
         inplace = _inplace_elementwise(func)
     except Exception as err:  # pylint: disable=broad-except
-        failures.append(f"inplace check raised {type(err).__name__}: {_short(err)}")
+        failures.append(f"inplace check raised {type(err).__name__}: {short_error(err)}")
         inplace = False
     if inplace:
         variants.append(("simple-inplace", False, False))
@@ -354,13 +309,30 @@ def schedule_func(
         try:
             new = simple_gpu_schedule(func, target, inline=inline, checked=checked)
         except Exception as err:  # pylint: disable=broad-except
-            failures.append(f"{rule_name}: raised {type(err).__name__}: {_short(err)}")
+            failures.append(f"{rule_name}: raised {type(err).__name__}: {short_error(err)}")
             continue
-        err = check_lowers(new, target) if verify else None
+        err = _rejects(new, target, verify)
         if err is None:
             return new, rule_name
         failures.append(f"{rule_name}: does not lower: {err}")
+    try:
+        new = bind_loops(func, target)
+    except LoopBindError as err:
+        failures.append(f"{LOOPS_RULE}: {err}")
+        return func, "none"
+    err = _rejects(new, target, verify)
+    if err is None:
+        return new, LOOPS_RULE
+    failures.append(f"{LOOPS_RULE}: does not lower: {err}")
     return func, "none"
+
+
+def _rejects(func: tirx.PrimFunc, target: tvm.target.Target, verify: bool) -> str | None:
+    """Why a scheduled func is refused (None: accepted); host access is always checked."""
+    if verify:
+        return check_lowers(func, target)
+    names = host_accesses(func)
+    return f"host code would access GPU buffers {names}" if names else None
 
 
 def robust_schedule(target=None, rules=None, verify: bool = True) -> tvm.transform.Pass:
@@ -369,12 +341,16 @@ def robust_schedule(target=None, rules=None, verify: bool = True) -> tvm.transfo
     For CPU targets (llvm) it is the identity: TVM's llvm backend needs no schedule.
     target None -> the PrimFunc's ``target`` attr, else Target.current() at run time.
     The last run's report is available as ``robust_schedule.last_report``.
+
+    Raises
+    ------
+    UnschedulableError
+        After trying every function, if some got no schedule that lowers: it names
+        each such function and why every rule failed (never a host loop over GPU memory).
     """
 
     @tvm.transform.module_pass(opt_level=0, name="RoamRobustSchedule")
     def _pass(mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
-        from .pipeline import as_target, is_gpu_target  # pylint: disable=import-outside-toplevel
-
         default_target = as_target(target) if target is not None else tvm.target.Target.current(
             allow_none=True
         )
@@ -393,18 +369,13 @@ def robust_schedule(target=None, rules=None, verify: bool = True) -> tvm.transfo
                     new, rule = schedule_func(
                         func, ftarget, rules=rules, verify=verify, name=gvar.name_hint, failures=fails
                     )
-            except Exception as err:  # pylint: disable=broad-except  (never raise)
-                fails.append(f"schedule_func raised {type(err).__name__}: {_short(err)}")
+            except Exception as err:  # pylint: disable=broad-except  (reported below)
+                fails.append(f"schedule_func raised {type(err).__name__}: {short_error(err)}")
                 new, rule = func, "none"
             report.rule_of[gvar.name_hint] = rule
             if fails:
                 report.failures[gvar.name_hint] = fails
             if rule == "none":
-                logger.warning(
-                    "robust_schedule: no schedule lowers for %s; left unscheduled: %s",
-                    gvar.name_hint,
-                    "; ".join(fails),
-                )
                 continue
             if fails:
                 logger.debug("robust_schedule: %s -> %s after: %s", gvar.name_hint, rule, "; ".join(fails))
@@ -420,6 +391,9 @@ def robust_schedule(target=None, rules=None, verify: bool = True) -> tvm.transfo
         robust_schedule.last_report = report
         if report.rule_of:
             logger.info("robust_schedule: %s", dict(report.counts()))
+        missing = [n for n, r in report.rule_of.items() if r == "none"]
+        if missing:
+            raise UnschedulableError(_unschedulable(missing, report.failures))
         return mod
 
     return _pass

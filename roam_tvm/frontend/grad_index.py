@@ -1,0 +1,80 @@
+"""Gradients of indexing ops TVM 0.27 lacks: ``index_put``, ``scatter_elements``, ``topk``.
+
+Each is checked against torch autograd in float64 by ``tests/test_grad_ops.py``. The index
+arguments never get a gradient (``no_grad``).
+
+* ``relax.index_put(data, indices, values, accumulate)``: ``data`` gets the output gradient
+  (with the written positions zeroed unless ``accumulate``); ``values`` gets the output
+  gradient read at the indices (``index_tensor``), summed back to its broadcast shape.
+* ``relax.scatter_elements(data, indices, updates)``: the same, by ``gather_elements``.
+* ``relax.topk`` (values and indices): the values' gradient scattered (added) back into
+  zeros at the indices.
+"""
+
+from __future__ import annotations
+
+from tvm import relax
+from tvm.relax import op as R
+from tvm.relax.op.grad import no_grad
+
+from .errors import UnsupportedError
+
+
+def _shape(expr):
+    return [int(s) for s in expr.ty.shape.values]
+
+
+def _fit(ctx, grad, like):
+    grad = ctx.normalize(grad)
+    if _shape(grad) == _shape(like):
+        return grad
+    return R.collapse_sum_to(grad, like.ty.shape)
+
+
+def _index_put_grad(orig_var, orig_call, output_grad, ctx):
+    data, indices, values = orig_call.args
+    accumulate = bool(orig_call.attrs.accumulate)
+    d_values = _fit(ctx, R.index_tensor(output_grad, indices), values)
+    if accumulate:
+        d_data = output_grad
+    else:  # the written positions of data are overwritten: no gradient flows to them
+        zeros = R.zeros(ctx.normalize(d_values).ty.shape, values.ty.dtype)
+        d_data = R.index_put(output_grad, indices, zeros, False)
+    return [d_data, no_grad(indices), d_values]
+
+
+def _scatter_elements_grad(orig_var, orig_call, output_grad, ctx):
+    data, indices, updates = orig_call.args
+    axis = int(orig_call.attrs.axis)
+    reduction = str(orig_call.attrs.reduction)
+    if reduction not in ("update", "add"):
+        raise UnsupportedError(
+            f"the gradient of relax.scatter_elements is known for reduction 'update' and "
+            f"'add' (torch scatter / scatter_add), not '{reduction}'")
+    d_updates = R.gather_elements(output_grad, indices, axis=axis)
+    if reduction == "add":
+        d_data = output_grad
+    else:
+        d_data = R.scatter_elements(output_grad, indices, R.zeros_like(updates), axis=axis)
+    return [d_data, no_grad(indices), d_updates]
+
+
+def _topk_grad(orig_var, orig_call, output_grad, ctx):
+    data = orig_call.args[0]
+    attrs = orig_call.attrs
+    if str(attrs.ret_type) != "both":
+        raise UnsupportedError(
+            "the gradient of relax.topk needs both outputs (values and indices); got "
+            f"ret_type='{attrs.ret_type}'")
+    axis = int(attrs.axis)
+    d_values = relax.TupleGetItem(output_grad, 0)
+    indices = relax.TupleGetItem(orig_var, 1)
+    zeros = R.zeros(data.ty.shape, data.ty.dtype)
+    return [R.scatter_elements(zeros, indices, d_values, axis=axis, reduction="add")]
+
+
+GRADS = {
+    "relax.index_put": _index_put_grad,
+    "relax.scatter_elements": _scatter_elements_grad,
+    "relax.topk": _topk_grad,
+}

@@ -1,0 +1,106 @@
+"""``roam-tvm compare --budget``: the budgeted roam planner beside the others.
+
+The budgeted step is planned as ``roam`` is, with recomputation between order
+and layout: dispatch/legalize/fuse (``schedule_for``), ``RoamOrder``,
+``RoamRemat(budget)``, dataflow lowering, ``RoamLayout``; its peak comes
+from the same simulator as every other planner's (``planned_peak``).
+
+Two peaks are reported, honestly apart:
+
+* ``remat_peak_bytes``: perfect packing on the call_tir-level graph, the
+  quantity the recomputation planner guarantees to be ``<= budget_bytes``;
+* ``peak_bytes``: the arena RoamLayout plans (alignment and fragmentation
+  included). ``RoamRemat(layout=...)`` walks its recomputation path until this
+  one fits too (one layout per plan tried), so ``fits`` is true unless the
+  layout of the final module differs from the one measured.
+"""
+from __future__ import annotations
+
+import time
+
+import tvm
+
+from .budget import Budget, resolve_budget
+from .relax_remat import RoamRemat
+
+__all__ = ["budget_report"]
+
+
+def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int | None = None,
+                  order_options: dict | None = None, layout_options: dict | None = None,
+                  time_limit: float = 180.0) -> dict:
+    """Plan ``ts`` under ``budget`` and simulate it.
+
+    Parameters
+    ----------
+    ts : TrainingStep
+    budget : Budget
+        Bytes, or a fraction of ``unbudgeted_peak``.
+    target : str
+    unbudgeted_peak : int, optional
+        Roam's unbudgeted peak (the ``roam`` planner's simulated peak), the base
+        of a fractional budget; default: roam's order with perfect packing.
+    order_options, layout_options : dict, optional
+        For ``RoamOrder`` and ``RoamLayout``.
+    time_limit : float
+        Seconds for the recomputation search (the issue's planning target);
+        a truncated search is reported in the floor's text.
+
+    Returns
+    -------
+    dict
+        ``budget_bytes``, ``floor_bytes``, ``floor`` (its parts, as text) and
+        ``planner`` (the ``roam-budget`` entry: peaks, overheads, recomputed ops).
+    """
+    from ..passes import RoamLayout, RoamOrder, extract_graph
+    from ..report.compare import with_param_kinds
+    from ..report.simulate import planned_peak, schedule_for
+    from ..verify import check_plan
+    from .check import check_recompute
+    from ..runtime.pipeline import as_target, dataflow_lower_passes
+
+    func = ts.func_name
+    tgt = as_target(target)
+    start = time.perf_counter()
+    scheduled = schedule_for(with_param_kinds(ts), tgt)
+    with tgt:
+        ordered = RoamOrder(functions=[func], **(order_options or {}))(scheduled)
+        if budget.fraction is not None and unbudgeted_peak is not None:
+            budget = Budget(bytes=resolve_budget(budget, unbudgeted_peak), text=budget.text)
+        remat = RoamRemat(budget, functions=[func], layout=dict(layout_options or {}), time_limit=time_limit)
+        budgeted = remat.rewrite(ordered)
+        lowered = tvm.transform.Sequential(dataflow_lower_passes(tgt))(budgeted)
+        planned = RoamLayout(**(layout_options or {}))(lowered)
+    seconds = time.perf_counter() - start
+    # Two independent checks: the recomputation against roam's order, the
+    # layout against the budgeted step it laid out.
+    violations = check_recompute(ordered[func], budgeted[func])
+    violations += check_plan(lowered[func], planned[func], planned)
+    peak, g = planned_peak(planned[func], planned)
+    plan, floor = remat.plans[func], remat.planners[func].floor()
+    over = plan.report["overheads"]
+    time_share = over.get("roofline")
+    return {
+        "budget_bytes": plan.budget,
+        "floor_bytes": floor.bytes,
+        "floor": floor.describe() + " (perfect packing on the call_tir-level graph"
+                 + ("; search stopped at its time limit)" if floor.truncated else ")"),
+        "planner": {
+            "peak_bytes": peak,
+            "intermediate_bytes": peak - g.always_live_bytes,
+            "order_bound_bytes": extract_graph(lowered[func], lowered, func).graph.peak(),
+            "valid": not violations,
+            "note": "; ".join(f"plan checker: {v}" for v in violations[:3]),
+            "method": (f"recompute {len(plan.source)} ops"
+                       + (f", +{100 * time_share:.1f}% time" if time_share is not None else "")
+                       + ("" if peak <= plan.budget else ", arena over budget")),
+            "fits": peak <= plan.budget,
+            "remat_peak_bytes": plan.peak,
+            "unbudgeted_remat_peak_bytes": plan.report["unbudgeted_peak"],
+            "overhead_flops": over.get("flops"),
+            "overhead_time": over.get("roofline"),
+            "overhead_bytes": over.get("bytes"),
+            "recomputed_ops": len(plan.source),
+            "plan_seconds": seconds,
+        },
+    }

@@ -1,0 +1,192 @@
+"""The one move of the planner: recompute a root for its late users (no TVM).
+
+:func:`split` takes an allocated root ``r`` that is live across step ``s``
+but not used there. Its users at positions ``< s`` keep ``r``; those at
+positions ``> s`` read a fresh copy ``r'``, computed by a copy of ``r``'s
+producer inserted right before the first of them. So ``r`` dies at its last
+early user instead of living across ``s``. The copy reads, for each input of
+the producer, the latest *version* of that value (the original or an earlier
+recomputation) made before the insertion point, which may extend that
+version's life; the new state's simulated peak accounts for it. With
+``chain``, a version that is dead at the insertion point is recomputed too,
+recursively (a whole segment recomputed from a checkpoint). Views of ``r``
+used late are redirected or copied with it (they are free).
+
+Only pure ops are copied: ``kind == "compute"``, a single output, no in-place
+writes, no control dependencies. A copy never reads a storage at a position
+after an op has updated it in place (conservative: the copy must see the
+value the forward pass saw).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..graph.model import Op
+from .state import Liveness, State, op_edges
+
+__all__ = ["Context", "split", "splittable"]
+
+
+class Context:
+    """Facts about one state on the path, shared by all its candidate moves."""
+
+    def __init__(self, st: State, lv: Liveness):
+        self.st, self.lv = st, lv
+        self.producer = {t: op.id for op in st.ops for t in op.outputs}
+        self.pos = {o: i for i, o in enumerate(st.order)}
+        self.written: dict[int, int] = {}  # storage root -> first position updated in place
+        for op in st.ops:
+            for x in op.inplace:
+                r, p = lv.root[x], self.pos[op.id]
+                self.written[r] = min(self.written.get(r, p), p)
+        self.versions: dict[int, list[int]] = {}  # origin tensor -> tensors holding its value
+        for t, o in enumerate(st.origin_t):
+            self.versions.setdefault(o, []).append(t)
+        self.family: dict[int, list[int]] = {}  # root -> its aliases (itself excluded)
+        for t, r in enumerate(lv.root):
+            if r != t:
+                self.family.setdefault(r, []).append(t)
+
+    def made_at(self, v: int) -> int:
+        """Position of ``v``'s producer (-1 for a tensor that exists before the step)."""
+        p = self.producer.get(v)
+        return -1 if p is None else self.pos[p]
+
+    def version(self, x: int, at: int) -> int | None:
+        """The latest tensor holding ``x``'s value that a copy at position ``at`` may read."""
+        best, best_pos = None, -2
+        for v in self.versions[self.st.origin_t[x]]:
+            made = self.made_at(v)
+            if made >= at or self.written.get(self.lv.root[v], at) < at:
+                continue
+            if made > best_pos:
+                best, best_pos = v, made
+        return best
+
+    def dead_at(self, v: int, at: int) -> bool:
+        """``v`` is an unaliased root made by a pure op and nothing uses it at or after ``at``."""
+        t = self.st.tensors[v]
+        if t.kind != "intermediate" or t.alias_of is not None or v not in self.producer:
+            return False
+        if not _pure(self.st.ops[self.producer[v]]) or v in self.lv.pinned:
+            return False
+        ps = self.lv.users.get(v, [])
+        return bool(ps) and ps[-1] < at
+
+
+def _pure(op: Op) -> bool:
+    return op.kind == "compute" and len(op.outputs) == 1 and not op.inplace and not op.after
+
+
+def splittable(ctx: Context, r: int) -> bool:
+    """``r`` is an allocated, unreturned root made by a pure op, aliased only by views, never updated."""
+    st = ctx.st
+    t = st.tensors[r]
+    if t.kind != "intermediate" or t.alias_of is not None or r not in ctx.producer:
+        return False
+    if not _pure(st.ops[ctx.producer[r]]) or r in ctx.lv.pinned or r in ctx.written:
+        return False
+    for x in ctx.family.get(r, []):
+        w = st.ops[ctx.producer[x]] if x in ctx.producer else None
+        if w is None or w.kind != "view" or len(w.outputs) != 1 or w.inplace:
+            return False
+    return True
+
+
+def split(ctx: Context, r: int, s: int, costs: list[float], chain: bool = False) -> State | None:
+    """Recompute ``r`` for its users after position ``s`` (see the module docstring).
+
+    Returns None when the move is not possible (no late or no early user, or
+    an input of the producer has no version readable at the insertion point).
+    """
+    st, lv = ctx.st, ctx.lv
+    ps = lv.users.get(r, [])
+    late = [i for i in ps if i > s]
+    if not late or not any(i < s for i in ps):
+        return None
+    at = late[0]
+    ops, tensors = list(st.ops), list(st.tensors)
+    origin_op, origin_t = list(st.origin_op), list(st.origin_t)
+    alias = list(st.alias.tolist())
+    new_ops: list[int] = []
+    changed: list[int] = []
+
+    def new_tensor(src: int, alias_of: int | None) -> int:
+        tid = len(tensors)
+        tensors.append(replace(st.tensors[src], id=tid, name=f"{st.tensors[src].name}.re{tid}",
+                               alias_of=alias_of, is_output=False))
+        origin_t.append(st.origin_t[src])
+        alias.append(tid if alias_of is None else alias_of)
+        return tid
+
+    def copy_op(src_op: Op, inputs: list[int], outputs: list[int]) -> None:
+        oid = len(ops)
+        ops.append(replace(src_op, id=oid, inputs=inputs, outputs=outputs, inplace=[], after=[]))
+        origin_op.append(st.origin_op[src_op.id])
+        new_ops.append(oid)
+
+    fresh: dict[int, int] = {}  # origin -> tensor made by a copy in this move
+
+    def recompute(x: int) -> int | None:
+        p = st.ops[ctx.producer[x]]
+        ins = []
+        for y in p.inputs:
+            v = fresh.get(st.origin_t[y])
+            if v is None:
+                v = ctx.version(y, at)
+                if v is None:
+                    return None
+                if chain and ctx.dead_at(v, at):
+                    v = recompute(v)
+                    if v is None:
+                        return None
+            ins.append(v)
+        x2 = new_tensor(x, None)
+        copy_op(p, ins, [x2])
+        fresh[st.origin_t[x]] = x2
+        return x2
+
+    r2 = recompute(r)
+    if r2 is None:
+        return None
+    mapped: dict[int, int] = {r: r2}
+
+    def version_of(x: int) -> int:
+        # ``x`` is r or a view of it; late readers get the copy's counterpart.
+        if x not in mapped:
+            w = st.ops[ctx.producer[x]]
+            src = version_of(st.tensors[x].alias_of)
+            ins = [version_of(i) if lv.root[i] == r else i for i in w.inputs]
+            if ctx.pos[w.id] > s:  # a late view is redirected in place
+                ops[w.id] = replace(w, inputs=ins)
+                changed.append(w.id)
+                tensors[x] = replace(st.tensors[x], alias_of=src)
+                alias[x] = src
+                mapped[x] = x
+            else:
+                x2 = new_tensor(x, src)
+                copy_op(w, ins, [x2])
+                mapped[x] = x2
+        return mapped[x]
+
+    for i in late:
+        u = st.ops[st.order[i]]
+        if u.kind == "view" and lv.root[u.outputs[0]] == r:
+            version_of(u.outputs[0])
+            continue
+        ops[u.id] = replace(ops[u.id], inputs=[version_of(x) if lv.root[x] == r else x for x in u.inputs])
+        changed.append(u.id)
+    order = st.order[:at] + new_ops + st.order[at:]
+    added = sum(costs[origin_op[o]] for o in new_ops)
+    keep = ~np.isin(st.edge_op, changed)
+    eo, et = [], []
+    for o in (*changed, *new_ops):
+        for t in op_edges(ops[o]):
+            eo.append(o)
+            et.append(t)
+    return State(ops, tensors, order, origin_op, origin_t, st.cost + added,
+                 np.concatenate([st.edge_op[keep], np.array(eo, dtype=np.int64)]),
+                 np.concatenate([st.edge_t[keep], np.array(et, dtype=np.int64)]),
+                 np.array(alias, dtype=np.int64))

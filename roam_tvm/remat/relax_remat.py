@@ -1,0 +1,210 @@
+"""RoamRemat: apply a recomputation plan to a Relax function (call_tir level).
+
+This is the one file of :mod:`roam_tvm.remat` that imports TVM (the package's
+``__init__`` does not import it). It runs where ``RoamOrder`` runs: after
+fusion and scheduling, before dataflow lowering. For each function:
+
+1. extract the plain graph (``roam_tvm.passes.extract_graph``);
+2. plan with :class:`~roam_tvm.remat.planner.RematPlanner` on the function's
+   binding order (run ``RoamOrder`` first to start from roam's order) under
+   the budget: bytes, or a fraction of that order's peak;
+3. rewrite: emit the bindings in the plan's order; a copy re-emits the
+   bindings of the op it recomputes with fresh variables, reading the versions
+   the plan chose; late readers read the copy's variables.
+
+A copy is the same ``call_tir`` of the same PrimFunc on equal inputs, so the
+step computes the same values bit for bit. The extracted graph of the result
+is checked against the plan (peak <= budget) before it is returned.
+"""
+from __future__ import annotations
+
+import tvm
+from tvm import relax
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from ..graph.model import Graph
+from ..passes.extract import ExtractError, RelaxGraph, extract_graph
+from .budget import Budget, parse_budget
+from .planner import RematPlan, RematPlanner
+
+__all__ = ["RoamRemat", "remat_function", "op_flops"]
+
+
+def op_flops(mod: tvm.IRModule, g: Graph) -> list[float]:
+    """FLOPs of each op: TVM's estimate for the PrimFunc it calls (0 for views and the rest)."""
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    funcs = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+    cache: dict[str, float] = {}
+    out = []
+    for op in g.ops:
+        if op.kind == "view" or op.name not in funcs:
+            out.append(0.0)
+            continue
+        if op.name not in cache:
+            cache[op.name] = float(estimate_tir_flops(tvm.IRModule({"main": funcs[op.name]})))
+        out.append(cache[op.name])
+    return out
+
+
+@mutator
+class _Substitute(PyExprMutator):
+    """Replace variables by others in one expression."""
+
+    def __init__(self, var_map: dict):
+        super().__init__()
+        self.var_map = var_map
+
+    def visit_var_(self, op: relax.Var) -> relax.Expr:  # noqa: N802 (TVM's visitor names)
+        return self.var_map.get(op, op)
+
+    def visit_dataflow_var_(self, op: relax.DataflowVar) -> relax.Expr:  # noqa: N802
+        return self.var_map.get(op, op)
+
+
+def _single_block(rg: RelaxGraph) -> int:
+    blocks = {bi for bindings in rg.op_bindings for bi, _ in bindings}
+    if len(blocks) != 1:
+        raise ExtractError(f"recomputation needs the function's ops in one binding block, found "
+                           f"{len(blocks)}; run it on the dataflow (call_tir) level of a training step")
+    return blocks.pop()
+
+
+def _tensor_vars(rg: RelaxGraph) -> dict[int, relax.Var]:
+    """Tensor id -> the variable holding exactly that tensor (not a tuple of it)."""
+    out = {}
+    for var, ids in rg.var_tensors.items():
+        if len(ids) == 1 and isinstance(var.ty, relax.TensorType):
+            out.setdefault(ids[0], var)
+    return out
+
+
+def remat_function(rg: RelaxGraph, plan: RematPlan) -> relax.Function:
+    """``rg.func`` with the plan's copies and order (see the module docstring)."""
+    func, g0 = rg.func, rg.graph
+    bi = _single_block(rg)
+    block = func.body.blocks[bi]
+    var_of = _tensor_vars(rg)
+    ops = plan.graph.ops
+    bindings = []
+    for o in plan.order:
+        src = plan.source.get(o, o)
+        var_map = {}
+        for old, new in zip(g0.ops[src].inputs, ops[o].inputs):
+            if old != new:
+                if old not in var_of or new not in var_of:
+                    raise ExtractError(f"op {ops[o].name!r}: no variable for tensor "
+                                       f"{g0.tensors[old].name!r}; cannot recompute through it")
+                var_map[var_of[old]] = var_of[new]
+        for _, i in rg.op_bindings[src]:
+            b = block.bindings[i]
+            if not isinstance(b, relax.VarBinding):
+                raise ExtractError(f"op {ops[o].name!r} has a {type(b).__name__}; only variable bindings "
+                                   f"are recomputed")
+            value = _Substitute(var_map).visit_expr(b.value) if var_map else b.value
+            var = b.var
+            if o != src:
+                var = type(b.var)(f"{b.var.name}_re", b.var.ty)
+                var_map[b.var] = var  # later bindings of the same op read the copy
+            bindings.append(relax.VarBinding(var, value))
+        if o != src:
+            for old, new in zip(g0.ops[src].outputs, ops[o].outputs):
+                if old in var_of:
+                    var_of[new] = var_map[var_of[old]]
+    if len(bindings) < len(block.bindings):
+        raise ExtractError("internal: the recomputation rewrite lost bindings")
+    cls = relax.DataflowBlock if isinstance(block, relax.DataflowBlock) else relax.BindingBlock
+    blocks = list(func.body.blocks)
+    blocks[bi] = cls(bindings)
+    body = relax.SeqExpr(blocks, func.body.body)
+    new_func = relax.Function(list(func.params), body, func.ret_ty, func.is_pure, func.attrs)
+    return relax.BlockBuilder().normalize(new_func)
+
+
+def arena_peak(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, func: relax.Function, layout: dict) -> int:
+    """Simulated peak of ``func`` in ``mod`` once lowered and laid out by ``RoamLayout(**layout)``."""
+    from ..passes import RoamLayout
+    from ..runtime.pipeline import dataflow_lower_passes
+
+    m = mod.clone()
+    m[gv] = func
+    lowered = tvm.transform.Sequential(dataflow_lower_passes())(m)
+    planned = RoamLayout(**layout)(lowered)
+    return extract_graph(planned[gv], planned, gv.name_hint, planned=True).graph.peak()
+
+
+@tvm.transform.module_pass(opt_level=0, name="RoamRemat")
+class RoamRemat:
+    """Recompute forward activations so that each function's simulated peak fits a budget.
+
+    Parameters
+    ----------
+    budget : Budget, str or int
+        Bytes (``8GiB``, ``123456``) or a fraction in (0, 1] of the function's
+        peak in its binding order (see :mod:`roam_tvm.remat.budget`).
+    functions : list of str
+        Functions to plan (default: ``["train_step"]``).
+    cost_model : str
+        ``"roofline"`` (default: H100 time from TVM's FLOP estimate of each
+        kernel and its bytes), ``"flops"`` or ``"bytes"``.
+    layout : dict, optional
+        When given, the budget holds for the arena that ``RoamLayout(**layout)``
+        plans after dataflow lowering (alignment and fragmentation included),
+        not only for perfect packing: each candidate plan is lowered, laid out
+        and simulated (slower: one layout per plan tried).
+    time_limit : float, optional
+        Seconds the recomputation search may take per function (see
+        :class:`~roam_tvm.remat.planner.RematPlanner`); default no limit.
+
+    Attributes
+    ----------
+    plans : dict of str to RematPlan
+        The plan applied to each function (for reports).
+    planners : dict of str to RematPlanner
+        The planner of each function (its ``floor()`` for reports).
+    """
+
+    def __init__(self, budget: Budget | str | int, functions: list[str] | None = None,
+                 cost_model: str = "roofline", layout: dict | None = None,
+                 time_limit: float | None = None):
+        self.budget = parse_budget(budget) if isinstance(budget, str) else budget
+        self.layout = layout
+        self.time_limit = time_limit
+        self.functions = ["train_step"] if functions is None else list(functions)
+        self.cost_model = cost_model
+        self.plans: dict[str, RematPlan] = {}
+        self.planners: dict[str, RematPlanner] = {}
+
+    def transform_module(self, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        return self.rewrite(mod)
+
+    def rewrite(self, mod: tvm.IRModule) -> tvm.IRModule:
+        """What the pass does, callable directly so that a ``BudgetError`` keeps its type
+        (TVM's FFI turns exceptions raised inside a pass into ``RuntimeError``)."""
+        out = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+        names = {gv.name_hint: gv for gv in mod.functions}
+        missing = [f for f in self.functions if f not in names]
+        if missing:
+            raise ValueError(f"RoamRemat: no function {missing} in the module; it has {sorted(names)}")
+        for name in self.functions:
+            gv = names[name]
+            rg = extract_graph(mod[gv], mod, name)
+            planner = RematPlanner(rg.graph, list(range(len(rg.graph.ops))), self.cost_model,
+                                   op_flops(mod, rg.graph), time_limit=self.time_limit)
+            self.planners[name] = planner
+            measure = None
+            if self.layout is not None:
+                def measure(p: RematPlan, gv=gv, rg=rg) -> int:
+                    return arena_peak(mod, gv, remat_function(rg, p), self.layout)
+            plan = planner.plan(self.budget, measure)
+            self.plans[name] = plan
+            if not plan.source:
+                continue
+            new_func = remat_function(rg, plan)
+            check = extract_graph(new_func, mod, name).graph
+            peak = check.peak()
+            if peak > plan.budget:
+                raise RuntimeError(f"RoamRemat: {name}: rewritten function peaks at {peak} B, over the "
+                                   f"budget {plan.budget} B (plan said {plan.peak} B)")
+            out[gv] = new_func
+        return out
