@@ -26,8 +26,8 @@ from ..graph import Graph
 from ..graph.bounds import any_bound, cut_bound
 from ..passes import RoamLayout, RoamOrder, RoamPlan, extract_graph, latest_layout, latest_order
 from ..passes.roam_order import reorder_function
-from ..runtime.pipeline import (as_target, dataflow_lower_passes, is_gpu_target, legalize_passes,
-                                library_dispatch_passes, schedule_passes)
+from ..runtime.pipeline import dataflow_lower_passes, legalize_passes, library_dispatch_passes, schedule_passes
+from ..runtime.targets import as_target, is_gpu_target
 from ..verify import check_plan
 from .scratch import KernelScratch, kernel_scratch, op_requests, runtime_threads
 from .workspace_pool import ScratchPeaks, scratch_peaks
