@@ -90,3 +90,19 @@ def test_scratch_peaks_model_the_pool():
     assert got.peak_with_scratch_bytes == got.pool_peak_bytes == 10 + 3 * page
     with pytest.raises(ValueError, match="request lists"):
         scratch_peaks([1, 2], [[]])
+
+
+def test_symbolic_workspace_is_reported_not_raised_through_the_ffi():
+    # A request whose size is a run-time value must surface as SymbolicScratch (then
+    # "unknown"), not as a RuntimeError from inside TVM's structural walk.
+    from tvm.script import tirx as T
+
+    from roam_tvm.report.scratch import SymbolicScratch, _RequestCollector
+
+    @T.prim_func(s_tir=True)
+    def host(n: T.int64):
+        T.evaluate(T.call_intrin("handle", "tirx.TVMBackendAllocWorkspace", 1, 0,
+                                 T.Cast("uint64", n) * T.uint64(8), 2, 32))
+
+    with pytest.raises(SymbolicScratch, match="run-time value"):
+        _RequestCollector("host").collect(host)

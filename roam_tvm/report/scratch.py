@@ -87,10 +87,13 @@ class _RequestCollector:
         self.where = where
         self.requests: list[tuple[int, bool]] = []
         self._parallel_calls: set = set()
+        self._symbolic: str | None = None
 
     def collect(self, func: tirx.PrimFunc) -> list[tuple[int, bool]]:
         tvm_ffi.structural_walk(func.body, [(tirx.For, self._mark_parallel)])
         tvm_ffi.structural_walk(func.body, [(tvm.ir.Call, self._visit)])
+        if self._symbolic is not None:  # raised here: an exception inside the walk crosses the FFI
+            raise SymbolicScratch(self._symbolic)
         return self.requests
 
     def _mark_parallel(self, node) -> None:
@@ -109,7 +112,8 @@ class _RequestCollector:
             return
         nbytes = tvm.sym.Analyzer().simplify(node.args[2])
         if not isinstance(nbytes, tirx.IntImm):
-            raise SymbolicScratch(f"workspace of {nbytes} bytes depends on a run-time value")
+            self._symbolic = self._symbolic or f"workspace of {nbytes} bytes depends on a run-time value"
+            return
         self.requests.append((_pages(int(nbytes)), node in self._parallel_calls))
 
 
