@@ -352,16 +352,19 @@ class TwoDevices:
 def test_arenas_are_per_device():
     with LLVM:
         ours = RoamLayout(never_worse=False)(TwoDevices)
-    storages = []
+    storages, tensors = [], []
 
     def visit(e):
         if isinstance(e, relax.Call) and getattr(e.op, "name", "") == "relax.memory.alloc_storage":
             storages.append(int(e.args[1]))
         if isinstance(e, relax.Call) and getattr(e.op, "name", "") == "relax.memory.alloc_tensor":
-            pass
+            tensors.append((e.args[0].name_hint, int(e.args[4])))
 
     relax.analysis.post_order_visit(ours["main"].body, visit)
     assert sorted(storages) == [0, 1]
+    # each tensor carries its arena's device (the checker rejects a mismatch)
+    assert tensors and all(dev == (1 if arena.endswith("dev1") else 0) for arena, dev in tensors)
+    assert latest_layout("main").status == "roam"
     rg = extract_graph(TwoDevices["main"], TwoDevices)
     by_name = {t.name: t.id for t in rg.graph.tensors}
     assert rg.alloc_device[by_name["a"]] == 0 and rg.alloc_device[by_name["b"]] == 1

@@ -112,7 +112,7 @@ class _ArenaRewriter(PyExprMutator):
                 relax.op.memory.alloc_storage(relax.ShapeExpr([self.arena_bytes[device]]), device_arg,
                                               "global", "uint8"), name_hint=name)
         raw = self.builder_.emit(
-            relax.op.memory.alloc_tensor(self.arenas[device], offset, shape, dtype),
+            relax.op.memory.alloc_tensor(self.arenas[device], offset, shape, dtype, device_arg),
             name_hint=binding.var.name + "_at")
         new = self.builder_.emit(relax.op.memory.ensure_zero_offset(raw), name_hint=binding.var.name)
         self.set_var_remap(binding.var, new)
