@@ -358,7 +358,7 @@ def test_arenas_are_per_device():
         if isinstance(e, relax.Call) and getattr(e.op, "name", "") == "relax.memory.alloc_storage":
             storages.append(int(e.args[1]))
         if isinstance(e, relax.Call) and getattr(e.op, "name", "") == "relax.memory.alloc_tensor":
-            tensors.append((e.args[0].name_hint, int(e.args[4])))
+            tensors.append((e.args[0].name, int(e.args[4])))
 
     relax.analysis.post_order_visit(ours["main"].body, visit)
     assert sorted(storages) == [0, 1]
