@@ -51,8 +51,16 @@ def main(argv: list[str] | None = None) -> int:
     results = run_many(seeds, features, args.time_limit, not args.no_checker, not args.no_isolate, show, planners)
     print(summary(results, time.perf_counter() - start))
     if args.json:
+        from collections import Counter
+
+        from roam_tvm.report.compare import machine, versions
+
+        record = {"command": "python -m tests.relax_fuzz " + " ".join(argv if argv is not None else sys.argv[1:]),
+                  "versions": versions(), "machine": machine(),
+                  "statuses": dict(Counter(r.status for r in results)),
+                  "cases": [{k: v for k, v in vars(r).items() if k != "script"} for r in results]}
         with open(args.json, "w", encoding="utf-8") as out:
-            json.dump([{k: v for k, v in vars(r).items() if k != "script"} for r in results], out, indent=1)
+            json.dump(record, out, indent=1)
     for key, seeds_ in by_symptom(results).items():
         print(f"  {len(seeds_)}x {key}: seeds {' '.join(map(str, seeds_[:20]))}")
     return 0 if all(r.status == "ok" for r in results) else 1
