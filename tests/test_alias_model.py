@@ -422,3 +422,47 @@ def test_unbounded_dimension_falls_back_naming_it():
             out = RoamLayout()(mod)
     with LLVM:
         tvm.ir.assert_structural_equal(out, relax.transform.StaticPlanBlockMemory()(mod))
+
+
+@I.ir_module
+class ViewReadAfterInplaceWrite:
+    @T.prim_func(private=True, s_tir=True)
+    def neg(a: T.Buffer((1024,), "float32"), b: T.Buffer((1024,), "float32")):
+        for i in range(1024):
+            with T.sblock("neg"):
+                vi = T.axis.remap("S", [i])
+                b[vi] = T.float32(0) - a[vi]
+
+    @T.prim_func(private=True, s_tir=True)
+    def double_inplace(a: T.Buffer((1024,), "float32")):
+        for i in range(1024):
+            with T.sblock("double"):
+                vi = T.axis.remap("S", [i])
+                a[vi] = a[vi] + a[vi]
+
+    @R.function
+    def main(x: R.Tensor((1024,), "float32")):
+        R.func_attr({"relax.force_pure": True})
+        cls = ViewReadAfterInplaceWrite
+        a = R.builtin.alloc_tensor(R.shape([1024]), "float32", 0)
+        _1 = cls.neg(x, a)
+        v = R.reshape(a, R.shape([1024]))  # a view of a, made before the write
+        _2 = cls.double_inplace(a)
+        a2 = a
+        out = R.builtin.alloc_tensor(R.shape([1024]), "float32", 0)
+        _3 = cls.neg(v, out)  # reads the doubled bytes through the old view
+        return out
+
+
+def test_a_view_made_before_an_inplace_write_reads_the_written_value():
+    mod = ViewReadAfterInplaceWrite
+    g = extract_graph(mod["main"], mod).graph
+    write = next(op.id for op in g.ops if op.name == "double_inplace")
+    read = [op.id for op in g.ops if op.name == "neg"][-1]
+    ancestors, stack = set(), [read]
+    while stack:
+        for p in g.predecessors[stack.pop()]:
+            if p not in ancestors:
+                ancestors.add(p)
+                stack.append(p)
+    assert write in ancestors  # no order may read v before the write

@@ -409,6 +409,18 @@ class _Extractor:
         self.var_values[var] = outs
         self._add_op(label, inputs, flatten(outs), "compute", [where])
 
+    def _reversion(self, value: Value, written: int, root: int, version: int, made: list[int]) -> Value:
+        """``value`` with each leaf on ``root``'s storage moved to after the write."""
+        if isinstance(value, list):
+            return [self._reversion(v, written, root, version, made) for v in value]
+        if value is None or self._root(value) != root:
+            return value
+        if value == written:
+            return version
+        view = self._new_tensor(None, f"{self.tensors[value].name}'", alias_of=version)
+        made.append(view)
+        return view
+
     def _is_reshape(self, callee) -> bool:
         if self.mod is None or not isinstance(callee, tvm.ir.GlobalVar) or callee not in self.mod.functions:
             return False
@@ -445,9 +457,13 @@ class _Extractor:
         for t in inplace:
             v = self._new_tensor(None, f"{self.tensors[t].name}'", alias_of=t)
             versions.append(v)
+            # Every var that sees these bytes (t itself, or a view of the same storage
+            # made before the write) now sees the written value: later readers of any
+            # of them depend on this call.
+            root = self._root(t)
             for rv, val in self.var_values.items():
-                if t in flatten(val):
-                    self.var_values[rv] = _replace(val, t, v)
+                if any(self._root(x) == root for x in flatten(val)):
+                    self.var_values[rv] = self._reversion(val, t, root, v, versions)
         # The fresh destinations are defined by this call (they were created by the alloc binding).
         self.ops[oid].outputs = fresh + outs + versions
         self.produced.update(fresh + outs + versions)
@@ -461,10 +477,6 @@ class _PackedCall:
     args: list
 
 
-def _replace(value: Value, old: int, new: int) -> Value:
-    if isinstance(value, list):
-        return [_replace(v, old, new) for v in value]
-    return new if value == old else value
 
 
 def extract_graph(func: relax.Function, mod: tvm.IRModule | None = None, name: str = "main",
