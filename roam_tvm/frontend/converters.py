@@ -18,10 +18,8 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 from tvm.relax import op as R
+from .relax_shapes import static_shape as _shape
 
-
-def _shape(expr):
-    return [int(s) for s in expr.ty.shape.values]
 
 
 def _index_put(node, importer):

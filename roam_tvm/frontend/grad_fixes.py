@@ -26,17 +26,9 @@ from __future__ import annotations
 from tvm import relax
 from tvm.relax import op as R
 from tvm.relax.op.grad import no_grad
+from .relax_shapes import static_shape as _shape, fit_to as _fit
 
 
-def _shape(expr):
-    return [int(s) for s in expr.ty.shape.values]
-
-
-def _fit(ctx, grad, like):
-    grad = ctx.normalize(grad)
-    if _shape(grad) == _shape(like):
-        return grad
-    return R.collapse_sum_to(grad, like.ty.shape)
 
 
 def _where_grad(orig_var, orig_call, output_grad, ctx):

@@ -18,17 +18,9 @@ from tvm.relax import op as R
 from tvm.relax.op.grad import no_grad
 
 from .errors import UnsupportedError
+from .relax_shapes import fit_to as _fit
 
 
-def _shape(expr):
-    return [int(s) for s in expr.ty.shape.values]
-
-
-def _fit(ctx, grad, like):
-    grad = ctx.normalize(grad)
-    if _shape(grad) == _shape(like):
-        return grad
-    return R.collapse_sum_to(grad, like.ty.shape)
 
 
 def _index_put_grad(orig_var, orig_call, output_grad, ctx):

@@ -17,10 +17,8 @@ from tvm.relax import op as R
 from tvm.relax.op.grad import no_grad
 
 from .errors import UnsupportedError
+from .relax_shapes import static_shape as _shape
 
-
-def _shape(expr):
-    return [int(s) for s in expr.ty.shape.values]
 
 
 def _pad_grad(orig_var, orig_call, output_grad, ctx):

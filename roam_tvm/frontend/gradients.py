@@ -41,12 +41,10 @@ from .grad_index import GRADS as _INDEX_GRADS
 from .grad_nn import GRADS as _NN_GRADS
 from .norm_grad import GRADS as _NORM_GRADS
 from .stop_gradient import GRADS as _STOP_GRADS
+from .relax_shapes import static_shape as _shape
 
 _DONE = False
 
-
-def _shape(expr):
-    return [int(s) for s in expr.ty.shape.values]
 
 
 def _dtype(expr):

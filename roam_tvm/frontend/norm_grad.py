@@ -37,10 +37,8 @@ import tvm
 from tvm import relax
 from tvm.relax import op as R
 from tvm.relax.op.grad import no_grad
+from .relax_shapes import static_shape as _shape
 
-
-def _shape(expr) -> list[int]:
-    return [int(s) for s in expr.ty.shape.values]
 
 
 def _const(v: float, dtype: str) -> relax.Expr:

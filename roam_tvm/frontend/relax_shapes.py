@@ -1,0 +1,18 @@
+"""Shape helpers the gradient and converter modules share."""
+from __future__ import annotations
+
+from tvm import relax
+from tvm.relax import op as R
+
+
+def static_shape(expr: relax.Expr) -> list[int]:
+    """The static shape of a tensor expression whose type is already known."""
+    return [int(s) for s in expr.ty.shape.values]
+
+
+def fit_to(ctx, grad: relax.Expr, like: relax.Expr) -> relax.Expr:
+    """``grad`` summed back to ``like``'s shape (what every broadcasting op's gradient needs)."""
+    grad = ctx.normalize(grad)
+    if static_shape(grad) == static_shape(like):
+        return grad
+    return R.collapse_sum_to(grad, like.ty.shape)
