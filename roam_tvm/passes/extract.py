@@ -293,17 +293,10 @@ class _Extractor:
         else:  # a PrimFunc or an extern, destination passing
             args = [t for a in value.args for t in self._leaves(a, at)]
             self.side_effects = kind == "extern"
-            returns_tensor = bool(flatten(self._fresh_shape_probe(var.ty)))
-            if kind == "extern" and returns_tensor:
+            if kind == "extern" and _has_tensor(var.ty):
                 # An extern that returns tensors may return a view of any argument.
                 self._escape(args, f"argument of extern {extern_name(value)!r}, which returns a tensor")
             self._visit_dps_call(where, var, args, extern_name(value), bindings)
-
-    def _fresh_shape_probe(self, sinfo) -> list:
-        """Leaves of a struct info that are tensors (no tensors are created)."""
-        if isinstance(sinfo, relax.TupleType):
-            return [x for f in sinfo.fields for x in self._fresh_shape_probe(f)]
-        return [sinfo] if isinstance(sinfo, relax.TensorType) else []
 
     def _visit_opaque(self, where, var, expr, label: str) -> None:
         """A construct we do not see into: it may keep any tensor it is given."""
@@ -447,8 +440,9 @@ class _Extractor:
         # value: no ordering edges are needed (the plan is already fixed).
         inplace = [t for t in written if t not in fresh and self._root(t) not in self.storages]
         inputs = [t for t in args if t not in fresh]
-        outs = flatten(self._fresh_value(var.name, var.ty)) if var.name != "_" else []
-        self.var_values[var] = outs[0] if len(outs) == 1 and isinstance(var.ty, relax.TensorType) else (outs or None)
+        value = self._fresh_value(var.name, var.ty) if var.name != "_" else None
+        self.var_values[var] = value  # a returned tuple keeps its nesting
+        outs = flatten(value)
         oid = self._add_op(label, inputs, [], "update" if inplace else "compute",
                            self._claim_allocs(args, where), inplace)
         # Each argument written in place gets a new version, so that later
@@ -467,6 +461,13 @@ class _Extractor:
         # The fresh destinations are defined by this call (they were created by the alloc binding).
         self.ops[oid].outputs = fresh + outs + versions
         self.produced.update(fresh + outs + versions)
+
+
+def _has_tensor(sinfo) -> bool:
+    """Whether a struct info is, or holds, a tensor."""
+    if isinstance(sinfo, relax.TupleType):
+        return any(_has_tensor(f) for f in sinfo.fields)
+    return isinstance(sinfo, relax.TensorType)
 
 
 @dataclass

@@ -92,10 +92,16 @@ def plan_cost(func: relax.Function, mod: tvm.IRModule) -> PlanCost:
     return PlanCost(storage_bytes(func), simulated_peak(func, mod))
 
 
-def _with(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, func: relax.Function) -> tvm.IRModule:
+def with_functions(mod: tvm.IRModule, updates: dict) -> tvm.IRModule:
+    """A copy of ``mod`` with ``updates`` (GlobalVar -> function); ``mod`` is not changed."""
     out = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
-    out[gv] = func
+    for gv, func in updates.items():
+        out[gv] = func
     return out
+
+
+def _with(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, func: relax.Function) -> tvm.IRModule:
+    return with_functions(mod, {gv: func})
 
 
 def plan_function(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, alignment: int,
@@ -200,13 +206,13 @@ class RoamLayout:
     def transform_module(self, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
         alignment = self.alignment or default_alignment()
         baseline = tvm_static_plan()(mod)
-        out = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+        updates = {}
         for gv, func in mod.functions.items():
             if isinstance(func, relax.Function):
-                out[gv], _cost, record = choose_plan(mod, baseline, gv, alignment, self.time_limit,
-                                                     self.never_worse, self.min_saving)
+                updates[gv], _cost, record = choose_plan(mod, baseline, gv, alignment, self.time_limit,
+                                                         self.never_worse, self.min_saving)
                 record_layout(record)
             elif gv in baseline.functions:
-                out[gv] = baseline[gv]
-        return out
+                updates[gv] = baseline[gv]
+        return with_functions(mod, updates)
 

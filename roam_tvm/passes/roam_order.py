@@ -32,7 +32,7 @@ from ..graph import GraphError
 from .extract import ExtractError, RelaxGraph, extract_graph
 from ..verify import check_plan
 from .records import OrderRecord, record_order
-from .roam_layout import choose_plan, default_alignment, tvm_static_plan
+from .roam_layout import choose_plan, default_alignment, tvm_static_plan, with_functions
 
 
 def reorder_function(rg: RelaxGraph, order: list[int]) -> relax.Function:
@@ -118,14 +118,16 @@ class RoamOrder:
         return order, rec
 
     @staticmethod
-    def _worse_for_layout(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, new_func: relax.Function) -> str | None:
-        """Why memory planned on ``new_func`` is not better than on the input order (``None``: it is)."""
+    def _worse_for_layout(mod: tvm.IRModule, baseline: tvm.IRModule, gv: tvm.ir.GlobalVar,
+                          new_func: relax.Function) -> str | None:
+        """Why memory planned on ``new_func`` is not better than on the input order (``None``: it is).
+
+        ``baseline`` is ``mod`` planned by StaticPlanBlockMemory."""
         alignment = default_alignment()
-        reordered = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
-        reordered[gv] = new_func
+        reordered = with_functions(mod, {gv: new_func})
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _f, before, _r = choose_plan(mod, tvm_static_plan()(mod), gv, alignment, 10.0)
+            _f, before, _r = choose_plan(mod, baseline, gv, alignment, 10.0)
             _f, after, _r = choose_plan(reordered, tvm_static_plan()(reordered), gv, alignment, 10.0)
         if before is None or after is None:
             return "its memory plan could not be simulated"
@@ -136,6 +138,7 @@ class RoamOrder:
 
     def transform_module(self, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
         updates = {}
+        baseline = None  # StaticPlanBlockMemory on the input module, planned once if a lowered function is reordered
         for gv, func in mod.functions.items():
             if not isinstance(func, relax.Function):
                 continue
@@ -147,7 +150,10 @@ class RoamOrder:
                 if order != list(range(len(rg.graph.ops))):
                     new_func = reorder_function(rg, order)
                     violations = check_plan(func, new_func, mod)
-                    worse = self._worse_for_layout(mod, gv, new_func) if rg.alloc_binding and not violations else None
+                    worse = None
+                    if rg.alloc_binding and not violations:
+                        baseline = baseline if baseline is not None else tvm_static_plan()(mod)
+                        worse = self._worse_for_layout(mod, baseline, gv, new_func)
                     if violations:
                         rec.status = f"kept input order: the plan checker rejected the new order: {violations[0]}"
                         warnings.warn(f"RoamOrder: function {gv.name_hint!r} kept in its input order: "
@@ -161,9 +167,4 @@ class RoamOrder:
                 warnings.warn(f"RoamOrder: function {gv.name_hint!r} left in program order: {err}")
                 rec = OrderRecord(function=gv.name_hint, status=f"skipped: {err}")
             record_order(rec)
-        if not updates:
-            return mod
-        out = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
-        for gv, f in updates.items():
-            out[gv] = f
-        return out
+        return with_functions(mod, updates) if updates else mod
