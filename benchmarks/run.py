@@ -45,9 +45,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-MIB = 2**20
 START, END = "<!-- results:start -->", "<!-- results:end -->"
-PLANNERS = ("tvm-default", "roam-order-only", "roam-layout-only", "roam", "pytorch")
+
+sys.path.insert(0, HERE)
+from zoo_tables import (PAPER_GPT2XL, PLANNERS, config_str, distinct_configurations, full_table,  # noqa: E402
+                        generic_results,
+                        mean_line, measured_table, mib, paper_rows, pct, peak, reduction, short_table, summary)
 
 # --quick: every zoo architecture once, at sizes that plan in seconds. mlp and cnn are cheap at their
 # default sizes; the others use their small test configurations. vit-b16, gpt2-medium and gpt2-xl are left
@@ -64,9 +67,6 @@ QUICK = {
     "gpt2-xl-paper": {"small": True},
 }
 
-# The ROAM paper's GPT2-XL figures (MiB, parameters included): batch -> (PyTorch, ROAM, ROAM seconds).
-PAPER_GPT2XL = {1: (27639, 19243, 337), 2: (34215, 32468, 322), 4: (61197, 58995, 327)}
-PAPER_MEAN_VS_PYTORCH = 35.7  # % over the paper's 14 model x batch configurations
 
 
 # ----------------------------------------------------------------------------------------------- running
@@ -127,188 +127,6 @@ def run_one(model: str, opts: dict, target: str, time_limit: float, timeout: flo
 
 
 # ---------------------------------------------------------------------------------------------- figures
-def mib(b) -> str:
-    if b is None:
-        return "–"
-    v = b / MIB
-    return f"{v:,.0f}" if v >= 100 else f"{v:,.1f}" if v >= 1 else f"{v:.3f}"
-
-
-def pct(x) -> str:
-    return "–" if x is None else f"{x:+.1f}%"
-
-
-def reduction(new, old):
-    """Percent change of ``new`` against ``old`` (negative = less memory)."""
-    if new is None or not old:
-        return None
-    return 100.0 * (new - old) / old
-
-
-def peak(rep: dict, planner: str):
-    r = rep.get("planners", {}).get(planner)
-    return None if r is None else r["peak_bytes"]
-
-
-def config_str(rep: dict) -> str:
-    cfg = rep.get("config") or {}
-    parts = [f"{k} {cfg[k]}" for k in ("batch", "seq", "image") if cfg.get(k) is not None]
-    if cfg.get("small"):
-        parts.append("small")
-    if cfg.get("optimizer"):
-        parts.append(cfg["optimizer"])
-    return ", ".join(parts)
-
-
-def how_str(rep: dict) -> str:
-    methods = {}
-    for p, r in rep.get("planners", {}).items():
-        methods.setdefault(r.get("method", "planned"), []).append("pytorch" if p == "pytorch" else "tvm")
-    parts = []
-    if "planned" in methods:
-        parts.append("planned")
-    for m in ("simulated", "measured"):
-        if m in methods:
-            parts.append(f"pytorch {m}")
-    return "; ".join(parts)
-
-
-def summary(entries: dict) -> dict:
-    rows, vs_default, vs_pytorch = [], [], []
-    for key, rep in entries.items():
-        if "error" in rep:
-            continue
-        d, r, p = peak(rep, "tvm-default"), peak(rep, "roam"), peak(rep, "pytorch")
-        a, b = reduction(r, d), reduction(r, p)
-        if a is not None:
-            vs_default.append(a)
-        if b is not None:
-            vs_pytorch.append(b)
-        rows.append(key)
-    mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
-    return {"models": len(rows), "mean_vs_default": mean(vs_default), "mean_vs_pytorch": mean(vs_pytorch),
-            "failed": [k for k, r in entries.items() if "error" in r]}
-
-
-def short_table(entries: dict) -> list[str]:
-    """The README table: one row per model."""
-    lines = ["| model | config | ops | tvm-default | pytorch | roam | roam vs tvm-default | roam vs pytorch "
-             "| roam plan s | how |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for key, rep in entries.items():
-        if "error" in rep:
-            lines.append(f"| {key} | {config_str({'config': rep.get('options', {})})} | | | | | | | | "
-                         f"failed: {rep['error'][:80].replace('|', '/')} |")
-            continue
-        d, r, p = peak(rep, "tvm-default"), peak(rep, "roam"), peak(rep, "pytorch")
-        secs = rep["planners"].get("roam", {}).get("plan_seconds")
-        lines.append(f"| {key} | {config_str(rep)} | {rep.get('ops', '')} | {mib(d)} | {mib(p)} | {mib(r)} "
-                     f"| {pct(reduction(r, d))} | {pct(reduction(r, p))} "
-                     f"| {'' if secs is None else f'{secs:.1f}'} | {how_str(rep)} |")
-    return lines
-
-
-def full_table(entries: dict) -> list[str]:
-    """Every planner and bound, MiB."""
-    bounds = ("order", "any", "cut")
-    head = ["model", "config", "ops", "planned ops", "always live"] + list(PLANNERS) + \
-           [f"bound: {b}" for b in bounds] + ["order s", "layout-only s", "roam s", "import s", "wall s", "how"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 3) + "---|"]
-    for key, rep in entries.items():
-        if "error" in rep:
-            lines.append(f"| {key} | {config_str({'config': rep.get('options', {})})} | failed: "
-                         f"{rep['error'][:200].replace('|', '/')} |" + " |" * (len(head) - 3))
-            continue
-        pl = rep["planners"]
-        row = [key, config_str(rep), str(rep.get("ops", "")), str(rep.get("planned_ops", "")),
-               mib(rep.get("always_live_bytes"))]
-        row += [mib(peak(rep, p)) for p in PLANNERS]
-        row += [mib(rep.get("lower_bounds", {}).get(b)) for b in bounds]
-        for p in ("roam-order-only", "roam-layout-only", "roam"):
-            s = pl.get(p, {}).get("plan_seconds")
-            row.append("–" if s is None else f"{s:.1f}")
-        row.append(f"{rep.get('import_seconds', 0):.0f}")
-        row.append(f"{rep.get('wall_seconds', 0):.0f}")
-        row.append(how_str(rep))
-        lines.append("| " + " | ".join(row) + " |")
-    return lines
-
-
-def paper_rows(entries: dict, mode: str = "default") -> list[str]:
-    """The paper's GPT2-XL figures beside ours (same setup; ours only where we ran the paper's sizes)."""
-    lines = ["| GPT2-XL (paper setup), batch | paper PyTorch | paper ROAM | paper ROAM vs PyTorch | paper ROAM s "
-             "| our pytorch | our tvm-default | our roam | our roam vs pytorch | our roam s |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for b, (pt, ro, secs) in PAPER_GPT2XL.items():
-        ours = None
-        for rep in entries.values():
-            cfg = rep.get("config") or {}
-            if ("error" not in rep and rep.get("model") == "gpt2-xl-paper" and not cfg.get("small")
-                    and cfg.get("batch") == b and cfg.get("seq") == 1024):
-                ours = rep
-        paper = [str(b), f"{pt:,}", f"{ro:,}", pct(reduction(ro, pt)), str(secs)]
-        if ours is None:
-            why = "not run (quick sizes; `--paper` runs it)" if mode == "quick" else "not run (`--paper` runs it)"
-            lines.append("| " + " | ".join(paper + [why, "", "", "", ""]) + " |")
-        else:
-            p, d, r = peak(ours, "pytorch"), peak(ours, "tvm-default"), peak(ours, "roam")
-            s = ours["planners"].get("roam", {}).get("plan_seconds")
-            lines.append("| " + " | ".join(paper + [mib(p), mib(d), mib(r), pct(reduction(r, p)),
-                                                    "" if s is None else f"{s:.0f}"]) + " |")
-    return lines
-
-
-def measured_table(data: dict) -> list[str]:
-    """``measured_cpu.json`` (``benchmarks/measure_cpu.py``): planned beside measured, per model and planner."""
-    lines = ["| model | planner | planned | largest scratch | planned + scratch | planned + TVM's pool "
-             "| measured (CPU) | measured vs planned | vs planned + scratch | vs planned + pool "
-             "| measured (CPU), pooled VM allocator |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for key, ent in data.get("entries", {}).items():
-        for planner, r in ent.get("planners", {}).items():
-            lines.append(f"| {key} | {planner} | {r['planned_bytes']:,} | {r['scratch_bytes']:,} "
-                         f"| {r['peak_with_scratch_bytes']:,} | {r['pool_peak_bytes']:,} | {r['measured_bytes']:,} "
-                         f"| {pct(100 * (r['measured_over_planned'] - 1))} "
-                         f"| {pct(100 * (r['measured_over_with_scratch'] - 1))} "
-                         f"| {pct(100 * (r['measured_over_pool'] - 1))} "
-                         f"| {'–' if r.get('measured_pooled_bytes') is None else format(r['measured_pooled_bytes'], ',')} |")
-    return lines
-
-
-def generic_results(name: str, data: dict) -> list[str]:
-    """A results JSON of another benchmark: its command and its rows (scalar columns only)."""
-    out = [f"### `{name}`", ""]
-    if data.get("command"):
-        out += [f"Command: `{data['command']}`", ""]
-    rows = data.get("results")
-    if isinstance(rows, dict):
-        rows = [{"name": k, **(v if isinstance(v, dict) else {"value": v})} for k, v in rows.items()]
-    if not isinstance(rows, list) or not rows:
-        keys = [k for k, v in data.items() if isinstance(v, (int, float, str)) and k != "command"]
-        out += [f"- {k}: {data[k]}" for k in keys[:20]] or ["(no rows)"]
-        return out + [""]
-    cols = []
-    for r in rows:
-        for k, v in (r.items() if isinstance(r, dict) else []):
-            if isinstance(v, (int, float, str, bool)) and k not in cols:
-                cols.append(k)
-    cols = cols[:12]
-
-    def fmt(v):
-        if isinstance(v, float):
-            return f"{v:.4g}"
-        if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**6:
-            return f"{v:,}"
-        return str(v)
-
-    out += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows[:40]:
-        if isinstance(r, dict):
-            out.append("| " + " | ".join(fmt(r.get(c, "")) for c in cols) + " |")
-    if len(rows) > 40:
-        out.append(f"\n({len(rows) - 40} more rows in the JSON)")
-    return out + [""]
-
-
 def plots(entries: dict, out: str) -> list[str]:
     import numpy as np
 
@@ -357,6 +175,19 @@ def plots(entries: dict, out: str) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------- report
+def adam_state_bytes(rep: dict):
+    """Adam's two state tensors for the model of a ``gpt2-xl-paper`` report (2 x its parameter bytes),
+    counted on the zoo's model built on the meta device; None for other models or optimizers."""
+    cfg = rep.get("config") or {}
+    if rep.get("model") != "gpt2-xl-paper" or cfg.get("optimizer") not in ("adam", "adamw"):
+        return None
+    sys.path.insert(0, ROOT)
+    from roam_tvm.zoo import get_model
+
+    spec = get_model("gpt2-xl-paper", batch=cfg.get("batch"), seq=cfg.get("seq"), meta=True)
+    return 2 * spec.param_bytes()
+
+
 def readme_section(zoo: dict, report_rel: str) -> str:
     entries = zoo["entries"]
     s = summary(entries)
@@ -365,23 +196,10 @@ def readme_section(zoo: dict, report_rel: str) -> str:
              "Peaks in MiB, parameters, optimizer states and inputs included; negative = less memory. "
              f"Details, every planner, the lower bounds and plots: [{report_rel}]({report_rel}).", ""]
     lines += short_table(entries)
-    lines += ["", _mean_line(s), ""]
+    lines += ["", mean_line(s), ""]
     lines += ["The ROAM paper's GPT2-XL figures (simulated/planned, PyTorch 1.13, Gurobi) beside ours:", ""]
-    lines += paper_rows(entries, zoo['mode'])
+    lines += paper_rows(entries, zoo['mode'], adam_state_bytes)
     return "\n".join(lines)
-
-
-def _mean_line(s: dict) -> str:
-    def m(x):
-        return "–" if x is None else f"{x:+.1f}%"
-
-    out = (f"Mean over {s['models']} models (arithmetic mean of per-model changes): roam vs tvm-default "
-           f"{m(s['mean_vs_default'])}, roam vs pytorch {m(s['mean_vs_pytorch'])} "
-           f"(the paper: -{PAPER_MEAN_VS_PYTORCH}% vs PyTorch over 14 model x batch configurations, "
-           "at full sizes).")
-    if s["failed"]:
-        out += f" Failed: {', '.join(s['failed'])}."
-    return out
 
 
 def write_report(zoo: dict, out: str, plot_paths: list[str]) -> str:
@@ -406,13 +224,13 @@ def write_report(zoo: dict, out: str, plot_paths: list[str]) -> str:
              "- Every figure includes parameters, optimizer states and inputs (always live), like the paper's.",
              "", "## Peaks per model (MiB)", ""]
     lines += full_table(entries)
-    lines += ["", "## Reductions", ""] + short_table(entries) + ["", _mean_line(s), ""]
+    lines += ["", "## Reductions", ""] + short_table(entries) + ["", mean_line(s), ""]
     lines += ["## The paper's GPT2-XL anchors", "",
               "Setup: `GPT2Model` 1.5B without LM head, 1024 tokens, hidden state (1600) as logits against "
               "all-zero targets, Adam(lr=0.1, weight_decay=1e-4) (zoo model `gpt2-xl-paper`). The paper's "
               "figures are planned/simulated (PyTorch 1.13 + Gurobi); ours are planned for "
               f"`{zoo['target']}`. Run `python benchmarks/run.py --paper` for ours at full size.", ""]
-    lines += paper_rows(entries, zoo['mode']) + [""]
+    lines += paper_rows(entries, zoo['mode'], adam_state_bytes) + [""]
     if plot_paths:
         lines += ["## Plots", ""] + [f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in plot_paths] + [""]
     measured = os.path.join(out, "measured_cpu.json")
@@ -536,7 +354,7 @@ def main(argv=None) -> int:
             print(f"[run.py] added {path} as {key}")
         with open(zoo_path, "w") as f:
             json.dump(zoo, f, indent=1)
-    plot_paths = plots(zoo["entries"], args.out)
+    plot_paths = plots(distinct_configurations(zoo["entries"]), args.out)
     report = write_report(zoo, args.out, plot_paths)
     print(f"[run.py] wrote {report}" + "".join(f", {p}" for p in plot_paths))
     if not args.no_readme:
@@ -544,7 +362,7 @@ def main(argv=None) -> int:
         update_readme(args.readme, readme_section(zoo, rel))
         print(f"[run.py] updated {args.readme} between {START} and {END}")
     print("\n".join(short_table(zoo["entries"])))
-    print(_mean_line(summary(zoo["entries"])))
+    print(mean_line(summary(zoo["entries"])))
     return 0 if not summary(zoo["entries"])["failed"] else 1
 
 
