@@ -9,9 +9,12 @@ Pipeline
    most a quarter of the time budget). If the best candidate reaches it, stop:
    it is optimal.
 2b. Cut-guided repair (:mod:`roam_tvm.order.cutrepair`): at the peak step, run
-   the min-cut prefix of that op first; repeat while the peak drops. This makes
-   the long-distance moves (weight-gradient kernels pulled into the backward
-   chain) that windows cannot.
+   the min-cut prefix of that op first, keeping earlier repairs in place; repeat
+   while the peak drops. This makes the long-distance moves (weight-gradient
+   kernels pulled into the backward chain) that windows cannot.
+2c. If the peak is still above the bound, the pairwise bound
+   (:func:`~roam_tvm.graph.bounds.pair_cut_bound`) may prove it optimal all the
+   same; it replaces the bound from here on (``report["pair_bound"]``).
 3. Refinement passes: cut the current order into windows (segments between
    fixed-position ops, chunked to ``node_budget`` around the peak, see
    :mod:`roam_tvm.order.tree`). Only windows whose peak is above the *floor*
@@ -38,7 +41,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..graph.bounds import cut_profile
+from ..graph.bounds import cut_profile, pair_cut_bound
 from ..graph.model import Graph, GraphError
 from .cutrepair import cut_guided_repair
 from .dp import dp_search
@@ -294,6 +297,13 @@ def plan_order(g: Graph, time_limit: float = 10.0, node_budget: int = 100,
         except GraphError:
             rounds = -1  # recorded; the heuristic order is kept
         report["cut_repair"] = {"rounds": rounds, "seconds": round(time.perf_counter() - t_rep, 3)}
+    # 2c. a stronger bound where the cut is loose: two ops that each want the other run first
+    if peak > lb:
+        t_pair = time.perf_counter()
+        pair = pair_cut_bound(g, prof, time_limit=max(0.5, 0.1 * total))
+        report["pair_bound"] = pair
+        report["pair_seconds"] = round(time.perf_counter() - t_pair, 3)
+        lb = max(lb, pair)
     res = OrderResult(order, peak, program_peak, report=report)
     # 3. refinement
     jobs = (os.cpu_count() or 1) if jobs is None else max(1, int(jobs))
