@@ -192,7 +192,7 @@ def _check_local(pc: Piece, loc: list[int] | None) -> bool:
 def plan_order(g: Graph, time_limit: float = 10.0, node_budget: int = 100,
                delay_radius: int = DEFAULT_DELAY_RADIUS, jobs: int | None = None, seed: int = 0,
                progress: bool = True, passes: int = 2, total_time_limit: float | None = None,
-               heuristics: Sequence[str] | None = None) -> OrderResult:
+               heuristics: Sequence[str] | None = None, repair: bool = True) -> OrderResult:
     """Choose an order of ``g``'s ops with a low peak.
 
     Parameters
@@ -222,6 +222,9 @@ def plan_order(g: Graph, time_limit: float = 10.0, node_budget: int = 100,
     heuristics : sequence of str, optional
         Names of :data:`~roam_tvm.order.heuristics.HEURISTICS` to start from
         (default: all). ``["program"]`` refines the program order only.
+    repair : bool
+        Run the cut-guided repair (step 2b) before the window passes; False
+        leaves every move to the windows.
 
     Returns
     -------
@@ -287,7 +290,7 @@ def plan_order(g: Graph, time_limit: float = 10.0, node_budget: int = 100,
     report["cut_complete"] = prof.complete
     report["bound_seconds"] = round(time.perf_counter() - t0 - report["heuristic_seconds"], 3)
     # 2b. cut-guided repair at the peak step (long-distance moves); checked like every candidate
-    if peak > lb:
+    if repair and peak > lb:
         t_rep = time.perf_counter()
         cand, cand_peak, rounds = cut_guided_repair(g, order, lb, min(deadline, t_rep + 0.25 * total))
         try:
