@@ -114,6 +114,9 @@ class OrderResult:
              f"-{red:.1f}%)")
         if lb is not None:
             s += f", cut bound {lb / mib:.1f} MiB"
+        pair = self.report.get("pair_bound")
+        if pair is not None and lb is not None and pair > lb:
+            s += f", pair bound {pair / mib:.1f} MiB"
         s += (f", {self.pieces} pieces ({self.optimal} optimal, {self.time_limited} time-limited, "
               f"{self.fallback} fallback, {self.reused} reused), {self.seconds:.1f} s")
         stop = self.report.get("stopped")
