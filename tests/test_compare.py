@@ -27,7 +27,7 @@ def mlp_report(tmp_path_factory):
 def test_report_schema(mlp_report):
     for key in ("model", "config", "ops", "tensors", "lower_bounds", "planners", "versions", "machine"):
         assert key in mlp_report
-    assert set(mlp_report["lower_bounds"]) == {"order", "any", "cut"}
+    assert set(mlp_report["lower_bounds"]) == {"order", "any", "cut", "pair"}
     for name in ("tvm-default", "pytorch", "roam-order-only", "roam-layout-only", "roam"):
         p = mlp_report["planners"][name]
         assert set(p) >= {"peak_bytes", "order_bound_bytes", "intermediate_bytes", "plan_seconds", "valid"}
@@ -38,10 +38,10 @@ def test_figures_hold_together(mlp_report):
     lb = mlp_report["lower_bounds"]
     planners = mlp_report["planners"]
     default = planners["tvm-default"]
-    assert lb["any"] <= lb["cut"] <= lb["order"] <= default["peak_bytes"]
+    assert lb["any"] <= lb["cut"] <= lb["pair"] <= lb["order"] <= default["peak_bytes"]
     assert default["order_bound_bytes"] == lb["order"]
     for name in ("roam", "roam-order-only", "roam-layout-only"):
-        assert lb["cut"] <= planners[name]["order_bound_bytes"] <= planners[name]["peak_bytes"]
+        assert lb["pair"] <= planners[name]["order_bound_bytes"] <= planners[name]["peak_bytes"]
         assert planners[name]["peak_bytes"] <= default["peak_bytes"]
     assert planners["pytorch"]["method"] in ("simulated", "measured")
 

@@ -53,7 +53,8 @@ from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
 from .model import Graph
 
-__all__ = ["order_bound", "any_bound", "cut_bound", "cut_profile", "CutProfile", "op_footprint"]
+__all__ = ["order_bound", "any_bound", "cut_bound", "cut_profile", "CutProfile", "op_footprint",
+           "pair_cut_bound"]
 
 _INF = np.int32(2**31 - 1)
 _CAP_LIMIT = 2**29
@@ -176,15 +177,23 @@ class _CutData:
         self.gcd = int(np.gcd.reduce(self.size)) if self.nr else 1
         self.gcd = max(self.gcd, 1)
 
-    def cut_at(self, j: int, prefix: list | None = None) -> tuple[int, bool]:
+    def cut_at(self, j: int, prefix: list | None = None,
+               fixed: np.ndarray | None = None) -> tuple[int, bool]:
         """``cut_j`` without always-live bytes; second value: capacities were coarsened.
 
         If ``prefix`` is a list, the ops of a minimising set S (those to run before
         ``j``: its ancestors and the free ops on the source side of the min cut) are
         appended to it.
+
+        ``fixed`` (int8 per op: 0 = must run before ``j``, 2 = must run after,
+        1 = free) narrows the choice of S; the 0-ops must be closed under
+        predecessors and the 2-ops under successors. The value is then the least
+        live bytes at ``j`` among orders that respect ``fixed`` (not a bound on
+        every order).
         """
         n, nr = self.n, self.nr
-        state = np.ones(n, dtype=np.int8)  # 0 = before j (source), 1 = free, 2 = j or after (sink)
+        # 0 = before j (source), 1 = free, 2 = j or after (sink)
+        state = np.ones(n, dtype=np.int8) if fixed is None else np.array(fixed, dtype=np.int8)
         anc = breadth_first_order(self.pred, j, directed=True, return_predecessors=False)
         desc = breadth_first_order(self.succ, j, directed=True, return_predecessors=False)
         state[anc] = 0
@@ -374,3 +383,65 @@ def cut_bound(g: Graph, progress: bool = False, orders: Iterable[Sequence[int]] 
         Bytes, always-live included.
     """
     return cut_profile(g, orders, progress=progress, time_limit=time_limit).bound
+
+
+def pair_cut_bound(g: Graph, profile: CutProfile, top: int = 8,
+                   time_limit: float | None = None) -> int:
+    """A lower bound at least ``profile.bound``, from pairs of ops with the largest cuts.
+
+    ``cut_j`` lets each op choose its own best set of predecessors, so two ops
+    can each ask to run after the other (two weight-gradient sums that each
+    want the other's operands already consumed). For two incomparable ops
+    ``a`` and ``b`` every order runs ``a`` before ``b`` or ``b`` before ``a``;
+    with ``a`` first, the live bytes at ``a`` are at least the cut at ``a``
+    with ``b`` and its descendants forced after it, and those at ``b`` at least
+    the cut at ``b`` with ``a`` and its ancestors forced before it. The least,
+    over the two cases, of the larger of the two is a lower bound on the peak
+    of every order.
+
+    Parameters
+    ----------
+    g : Graph
+    profile : CutProfile
+        From :func:`cut_profile`; the ``top`` ops with the largest cuts (or,
+        where a cut was pruned, the largest known live bytes) are paired.
+    top : int
+        Ops paired (``top * (top - 1) / 2`` pairs, four min cuts each).
+    time_limit : float, optional
+        Seconds; pairs not reached are skipped (the result stays valid).
+
+    Returns
+    -------
+    int
+        Bytes, always-live included.
+    """
+    import time
+
+    t0 = time.perf_counter()
+    best = profile.bound
+    known = [profile.cut.get(j, u) for j, u in enumerate(profile.upper)]
+    ops = sorted(range(len(known)), key=lambda j: -known[j])[:top]
+    if len(ops) < 2:
+        return best
+    data = _cut_data(g)
+    n, al = len(g.ops), g.always_live_bytes
+    anc = {j: breadth_first_order(data.pred, j, directed=True, return_predecessors=False) for j in ops}
+    desc = {j: breadth_first_order(data.succ, j, directed=True, return_predecessors=False) for j in ops}
+
+    def forced(j: int, ids: np.ndarray, side: int) -> int:
+        fixed = np.ones(n, dtype=np.int8)
+        fixed[ids] = side
+        return al + data.cut_at(j, None, fixed)[0]
+
+    for i, a in enumerate(ops):
+        for b in ops[i + 1:]:
+            if time_limit is not None and time.perf_counter() - t0 > time_limit:
+                return best
+            if np.isin(b, desc[a]) or np.isin(a, desc[b]):
+                continue  # comparable: the plain cuts already bound both
+            a_first = max(forced(a, desc[b], 2), forced(b, anc[a], 0))
+            if a_first <= best:
+                continue
+            b_first = max(forced(b, desc[a], 2), forced(a, anc[b], 0))
+            best = max(best, min(a_first, b_first))
+    return best

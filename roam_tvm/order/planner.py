@@ -9,9 +9,12 @@ Pipeline
    most a quarter of the time budget). If the best candidate reaches it, stop:
    it is optimal.
 2b. Cut-guided repair (:mod:`roam_tvm.order.cutrepair`): at the peak step, run
-   the min-cut prefix of that op first; repeat while the peak drops. This makes
-   the long-distance moves (weight-gradient kernels pulled into the backward
-   chain) that windows cannot.
+   the min-cut prefix of that op first, keeping earlier repairs in place; repeat
+   while the peak drops. This makes the long-distance moves (weight-gradient
+   kernels pulled into the backward chain) that windows cannot.
+2c. If the peak is still above the bound, the pairwise bound
+   (:func:`~roam_tvm.graph.bounds.pair_cut_bound`) may prove it optimal all the
+   same; it replaces the bound from here on (``report["pair_bound"]``).
 3. Refinement passes: cut the current order into windows (segments between
    fixed-position ops, chunked to ``node_budget`` around the peak, see
    :mod:`roam_tvm.order.tree`). Only windows whose peak is above the *floor*
@@ -38,7 +41,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..graph.bounds import cut_profile
+from ..graph.bounds import cut_profile, pair_cut_bound
 from ..graph.model import Graph, GraphError
 from .cutrepair import cut_guided_repair
 from .dp import dp_search
@@ -111,6 +114,9 @@ class OrderResult:
              f"-{red:.1f}%)")
         if lb is not None:
             s += f", cut bound {lb / mib:.1f} MiB"
+        pair = self.report.get("pair_bound")
+        if pair is not None and lb is not None and pair > lb:
+            s += f", pair bound {pair / mib:.1f} MiB"
         s += (f", {self.pieces} pieces ({self.optimal} optimal, {self.time_limited} time-limited, "
               f"{self.fallback} fallback, {self.reused} reused), {self.seconds:.1f} s")
         stop = self.report.get("stopped")
@@ -189,7 +195,7 @@ def _check_local(pc: Piece, loc: list[int] | None) -> bool:
 def plan_order(g: Graph, time_limit: float = 10.0, node_budget: int = 100,
                delay_radius: int = DEFAULT_DELAY_RADIUS, jobs: int | None = None, seed: int = 0,
                progress: bool = True, passes: int = 2, total_time_limit: float | None = None,
-               heuristics: Sequence[str] | None = None) -> OrderResult:
+               heuristics: Sequence[str] | None = None, repair: bool = True) -> OrderResult:
     """Choose an order of ``g``'s ops with a low peak.
 
     Parameters
@@ -219,6 +225,9 @@ def plan_order(g: Graph, time_limit: float = 10.0, node_budget: int = 100,
     heuristics : sequence of str, optional
         Names of :data:`~roam_tvm.order.heuristics.HEURISTICS` to start from
         (default: all). ``["program"]`` refines the program order only.
+    repair : bool
+        Run the cut-guided repair (step 2b) before the window passes; False
+        leaves every move to the windows.
 
     Returns
     -------
@@ -284,7 +293,7 @@ def plan_order(g: Graph, time_limit: float = 10.0, node_budget: int = 100,
     report["cut_complete"] = prof.complete
     report["bound_seconds"] = round(time.perf_counter() - t0 - report["heuristic_seconds"], 3)
     # 2b. cut-guided repair at the peak step (long-distance moves); checked like every candidate
-    if peak > lb:
+    if repair and peak > lb:
         t_rep = time.perf_counter()
         cand, cand_peak, rounds = cut_guided_repair(g, order, lb, min(deadline, t_rep + 0.25 * total))
         try:
@@ -294,6 +303,13 @@ def plan_order(g: Graph, time_limit: float = 10.0, node_budget: int = 100,
         except GraphError:
             rounds = -1  # recorded; the heuristic order is kept
         report["cut_repair"] = {"rounds": rounds, "seconds": round(time.perf_counter() - t_rep, 3)}
+    # 2c. a stronger bound where the cut is loose: two ops that each want the other run first
+    if peak > lb:
+        t_pair = time.perf_counter()
+        pair = pair_cut_bound(g, prof, time_limit=max(0.5, 0.1 * total))
+        report["pair_bound"] = pair
+        report["pair_seconds"] = round(time.perf_counter() - t_pair, 3)
+        lb = max(lb, pair)
     res = OrderResult(order, peak, program_peak, report=report)
     # 3. refinement
     jobs = (os.cpu_count() or 1) if jobs is None else max(1, int(jobs))

@@ -34,7 +34,7 @@ _PLANNER_COLORS = {
     "roam-layout-only": "#44aa99",
     "roam": "#0077bb",
 }
-_BOUND_STYLES = {"order": ":", "any": "-.", "cut": "--"}
+_BOUND_STYLES = {"order": ":", "any": "-.", "cut": "--", "pair": (0, (5, 1))}
 
 
 def byte_unit(max_bytes: float) -> tuple[str, float]:

@@ -23,7 +23,7 @@ import tvm
 from tvm import relax
 
 from ..graph import Graph
-from ..graph.bounds import any_bound, cut_bound
+from ..graph.bounds import any_bound, cut_profile, pair_cut_bound
 from ..passes import RoamLayout, RoamOrder, RoamPlan, extract_graph, latest_layout, latest_order
 from ..passes.roam_order import reorder_function
 from ..runtime.pipeline import dataflow_lower_passes, legalize_passes, library_dispatch_passes, schedule_passes
@@ -77,11 +77,22 @@ def scratch_figures(func: relax.Function, mod: tvm.IRModule, scratch: dict[str, 
     return scratch_peaks(rg.graph.live_profile(), op_requests(func, rg.op_bindings, scratch), threads)
 
 
+#: Seconds the pairwise bound may take on top of the cut (it only ever tightens it).
+PAIR_SECONDS = 30.0
+
+
 def lower_bounds(g: Graph, cut: bool = True) -> dict[str, int]:
-    """The ``order``, ``any`` and ``cut`` lower bounds of an unplanned graph."""
+    """The ``order``, ``any``, ``cut`` and ``pair`` lower bounds of an unplanned graph.
+
+    ``pair`` (:func:`~roam_tvm.graph.bounds.pair_cut_bound`) is at least
+    ``cut``; it is above it where two ops each need the other to run first,
+    as the weight-gradient sums of an unrolled RNN do.
+    """
     out = {"order": g.peak(), "any": any_bound(g)}
     if cut:
-        out["cut"] = cut_bound(g)
+        prof = cut_profile(g)
+        out["cut"] = prof.bound
+        out["pair"] = pair_cut_bound(g, prof, time_limit=PAIR_SECONDS)
     return out
 
 
