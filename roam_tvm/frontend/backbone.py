@@ -19,7 +19,9 @@ from tvm import relax
 
 from .errors import FrontendError, UnsupportedError
 from .optim import Optimizer, as_optimizer
-from .step import TrainingStep, _Progress, build_train_step
+from .progress import Progress
+from .step import build_train_step
+from .training_step import TrainingStep
 
 
 def _loss_func(loss, pred_ty, target_ty):
@@ -44,7 +46,7 @@ def from_backbone(mod: tvm.IRModule, optimizer: Optimizer, loss="cross_entropy",
     ``target``: the target's type (``relax.TensorType``); default: for cross entropy an int64
     vector of the prediction's batch size, for mse the prediction's type.
     """
-    progress = _Progress(quiet)
+    progress = Progress(quiet)
     optimizer = as_optimizer(optimizer)
     if func_name not in [gv.name_hint if hasattr(gv, "name_hint") else gv.name
                          for gv in mod.get_global_vars()]:

@@ -33,6 +33,8 @@ class TrainingStep:
     func_name: str = "train_step"
     no_values_reason: str = ""
     loss_scale: float = 1.0  # static AMP loss scale (see amp.py); the returned loss is unscaled
+    # dynamic dims, by Dim name, and the size the step is built (and planned) for
+    dynamic_bounds: dict = field(default_factory=dict)
 
     # ---- names ---------------------------------------------------------------------------
     def _names(self, kind):
