@@ -142,8 +142,38 @@ def bind_upper_bounds(func: relax.Function, dynamic_shapes=None) -> tuple[relax.
             expr = p.ty.shape.values[dim % p.ty.ndim] if d is not None else None
             if isinstance(expr, tvm.tirx.Var) and hasattr(d, "__name__"):
                 label.setdefault(str(expr), d.__name__)
-    func = func.bind_symbolic_vars({v: int(bounds[n]) for n, v in sym.items()})
+    func = _fold_prim_exprs(func.bind_symbolic_vars({v: int(bounds[n]) for n, v in sym.items()}))
     for key in ("tir_var_upper_bound", "tir_var_lower_bound"):
         if func.attrs is not None and key in func.attrs:
             func = func.without_attr(key)
     return func, {label.get(n, n): int(bounds[n]) for n in sorted(sym)}
+
+
+def _fold(expr: relax.Expr, analyzer) -> relax.Expr:
+    """``expr`` with its integer expressions simplified (``1 + 32`` -> ``33``)."""
+    if isinstance(getattr(expr, "ty", None), tvm.ir.PrimType) and not isinstance(
+            expr, (relax.Var, relax.Call)):  # an integer expression, not a Relax value
+        return analyzer.simplify(expr)
+    if isinstance(expr, relax.ShapeExpr):
+        return relax.ShapeExpr([analyzer.simplify(v) for v in expr.values])
+    if isinstance(expr, relax.Tuple):
+        return relax.Tuple([_fold(f, analyzer) for f in expr.fields])
+    return expr
+
+
+@relax.expr_functor.mutator
+class _FoldArgs(relax.PyExprMutator):
+    """Simplify the integer arguments of every call (slice bounds, reshape targets): once a
+    symbolic dim is bound they read ``1 + 32``, which legalization treats as dynamic."""
+
+    def __init__(self, mod=None):
+        super().__init__(mod)
+        self.analyzer = tvm.sym.Analyzer()
+
+    def visit_call_(self, call: relax.Call) -> relax.Expr:
+        args = [_fold(self.visit_expr(a), self.analyzer) for a in call.args]
+        return relax.Call(call.op, args, call.attrs, call.ty_args, call.span)
+
+
+def _fold_prim_exprs(func: relax.Function) -> relax.Function:
+    return _FoldArgs().visit_expr(func)
