@@ -10,6 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 tvm = pytest.importorskip("tvm")
 from tvm import relax  # noqa: E402
+from tvm.script import ir as I  # noqa: E402
+from tvm.script import relax as R  # noqa: E402
 
 from roam_tvm.frontend import SGD, Adam, DynamicShapeError, from_torch  # noqa: E402
 
@@ -37,6 +39,9 @@ def test_dynamic_batch_is_built_at_its_upper_bound_and_trains_like_torch():
     # one step at the bound matches torch's
     vm = relax.VirtualMachine(tvm.compile(ts.mod, target="llvm"), tvm.cpu())
     state = ts.initial_values()
+    with pytest.raises(ValueError) as e:  # a smaller batch is refused before anything runs
+        ts.run(vm, [x[:4].numpy()], [y[:4].numpy()], state)
+    assert "(4, 8)" in str(e.value) and "{'b': 16}" in str(e.value) and "@step" not in state
     loss = ts.run(vm, [x.numpy()], [y.numpy()], state)
     ref = copy.deepcopy(model)
     opt = torch.optim.SGD(ref.parameters(), lr=0.1)
@@ -86,3 +91,34 @@ def test_dynamic_shapes_needs_one_spec_per_tensor():
         from_torch(_mlp(), (torch.randn(4, 8),), (torch.randint(0, 4, (4,)),),
                    dynamic_shapes=({5: Dim("b", max=8)}, None))
     assert "dim 5" in str(e.value)
+
+
+def _backbone(bound):
+    n = tvm.tirx.Var("n", "int64")
+    attrs = {"tir_var_upper_bound": {"n": bound}} if bound else {}
+
+    @I.ir_module
+    class Backbone:
+        I.module_attrs({"param_num": 2, "state_num": 0})
+
+        @R.function
+        def backbone(x: R.Tensor((n, 8), "float32"), w: R.Tensor((8, 3), "float32"),
+                     b: R.Tensor((3,), "float32")):
+            R.func_attr(attrs)
+            with R.dataflow():
+                y = R.add(R.matmul(x, w), b)
+                R.output(y)
+            return y
+
+    return Backbone
+
+
+def test_backbone_with_a_bounded_symbolic_batch():
+    from roam_tvm.frontend import from_backbone
+
+    ts = from_backbone(_backbone(16), SGD(lr=0.1), loss="mse", quiet=True)
+    assert ts.dynamic_bounds == {"n": 16}
+    assert ts.shapes["x"] == ((16, 8), "float32") and ts.shapes["target"] == ((16, 3), "float32")
+    with pytest.raises(DynamicShapeError) as e:
+        from_backbone(_backbone(None), SGD(lr=0.1), loss="mse", quiet=True)
+    assert "dim 0" in str(e.value) and "upper bound" in str(e.value)

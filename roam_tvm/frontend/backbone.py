@@ -17,6 +17,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
+from .dynamic_dims import bind_upper_bounds
 from .errors import FrontendError, UnsupportedError
 from .optim import Optimizer, as_optimizer
 from .progress import Progress
@@ -56,7 +57,11 @@ def from_backbone(mod: tvm.IRModule, optimizer: Optimizer, loss="cross_entropy",
         raise FrontendError("backbone module needs module attrs 'param_num' and 'state_num' "
                             "(I.module_attrs({'param_num': P, 'state_num': S}))")
     n_p, n_s = int(attrs["param_num"]), int(attrs["state_num"])
-    bb_func = mod[func_name]
+    # symbolic dims are built at their upper bound (AppendLoss cannot match symbolic types)
+    bb_func, bounds = bind_upper_bounds(mod[func_name])
+    if bounds:
+        mod = mod.clone()
+        mod[func_name] = bb_func
     n_in = len(bb_func.params) - n_p - n_s
     if n_in < 0:
         raise FrontendError(f"backbone has {len(bb_func.params)} params, fewer than "
@@ -89,6 +94,7 @@ def from_backbone(mod: tvm.IRModule, optimizer: Optimizer, loss="cross_entropy",
                           param_names=[p.name for p in params], optimizer=optimizer,
                           carry_names=[p.name for p in states], meta=True, quiet=quiet,
                           progress=progress)
+    ts.dynamic_bounds = bounds
     ts.no_values_reason = ("initial_values(): a backbone module carries no weights; create the "
                            "parameter and state arrays yourself from ts.shapes[name] = "
                            "(shape, dtype) (optimizer states start at zero)")

@@ -25,6 +25,12 @@ the parameter (directly or through a view: reshape, squeeze, expand_dims, flatte
 tuple). So the gradient dies right after its update, and nothing after the update
 reads the old parameter. A pass that reorders ``train_step`` must keep that rule:
 ``TrainingStep.update_deps`` lists, for each update binding, the parameter it mutates.
+
+:func:`build_train_step` runs the stages, each in its own module: ``forward_prep`` (names,
+BatchNorm statistics, rewrites), ``autodiff`` (gradient pre-check, stop-gradient wiring,
+Relax ``Gradient``), ``step_precision`` (bf16/fp16 around autodiff), ``signature``
+(``train_step``'s parameters), ``placement`` (where each in-place update goes) and
+``assemble`` (``train_step`` itself).
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from . import step_precision
 from .assemble import assemble
 from .autodiff import check_gradients, differentiate
 from .bn_stats import BNSpec, add_bn_stat_outputs
-from .dynamic_dims import check_static_shapes
+from .dynamic_dims import bind_upper_bounds, check_static_shapes
 from .forward_prep import prepare_forward
 from .optim import Optimizer
 from .progress import Progress
@@ -97,6 +103,9 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     Returns
     -------
     TrainingStep
+        With ``dynamic_bounds`` set where ``fwd`` had symbolic dims (each bounded by the
+        ``tir_var_upper_bound`` attribute, else DynamicShapeError): the step is built for
+        those bounds.
     """
     progress = progress or Progress(quiet)
     names = StepNames(tuple(input_names), tuple(target_names), tuple(param_names),
@@ -105,7 +114,8 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
         raise ValueError(f"forward has {len(fwd.params)} params, expected "
                          f"{len(names.inputs)}+{len(names.targets)}+{len(names.params)}+"
                          f"{len(names.frozen)}+{len(names.carried)}")
-    check_static_shapes(fwd)
+    # a symbolic dim with an upper bound is built (and planned) at that bound
+    fwd, bounds = bind_upper_bounds(fwd)
     mod, bn_info = prepare_forward(fwd, names.in_order(), list(bn_specs), len(names.carried))
     _, pvars, _, _ = names.split(mod["fwd"].params)
     check_gradients(mod["fwd"], pvars)
@@ -118,4 +128,4 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     return TrainingStep(mod=mod, signature=sig.sig, optimizer=optimizer, shapes=sig.shapes,
                         param_values=None if meta else param_values,
                         buffer_values=dict(buffer_values or {}), update_deps=update_deps,
-                        hyper_dtypes=sig.hyper_dtypes, meta=meta)
+                        hyper_dtypes=sig.hyper_dtypes, meta=meta, dynamic_bounds=bounds)

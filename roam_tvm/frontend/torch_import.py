@@ -121,7 +121,7 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy",
                           param_values=values, buffer_values=bufs, meta=meta or not keep_params,
                           progress=progress, precise_reductions=precise_reductions)
     ts.meta = meta
-    ts.dynamic_bounds = bounds
+    ts.dynamic_bounds = bounds  # under the Dim names the user gave
     if scale != 1.0:
         ts = with_loss_scale(ts, scale, optimizer)
     if not keep_params and not meta:

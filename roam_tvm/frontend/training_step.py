@@ -19,7 +19,23 @@ from .optim import Optimizer
 
 @dataclass
 class TrainingStep:
-    """A training step in one Relax function ``train_step`` (see module docstring)."""
+    """A training step in one Relax function ``train_step``.
+
+    Attributes
+    ----------
+    mod : tvm.IRModule
+        Holds ``train_step`` (signature: see :mod:`roam_tvm.frontend.step`).
+    signature : list
+        ``(name, kind)`` per parameter of ``train_step``; kind is ``input``, ``target``,
+        ``param``, ``frozen``, ``state`` or ``hyper``.
+    shapes : dict
+        Name -> ``(shape, dtype)``.
+    update_deps : dict
+        Update binding name -> the parameter or state it mutates in place.
+    dynamic_bounds : dict
+        Each dynamic dim (by ``torch.export.Dim`` name) -> the size the step is built and
+        planned for (its upper bound); empty for a static import.
+    """
 
     mod: tvm.IRModule
     signature: list
@@ -93,13 +109,46 @@ class TrainingStep:
         return {name: np.array(vals[key], dtype=dt) for name, (key, dt) in self.hyper_dtypes.items()}
 
     # ---- running -------------------------------------------------------------------------
+    def _data(self, vals, names: list, kind: str) -> dict:
+        """Inputs or targets by name, checked against the shapes the step is built for."""
+        if isinstance(vals, dict):
+            vals = [vals[n] for n in names]
+        vals = list(vals)
+        if len(vals) != len(names):
+            raise ValueError(f"expected {len(names)} arrays ({names}), got {len(vals)}")
+        for n, v in zip(names, vals):
+            shape = tuple(int(d) for d in getattr(v, "shape", ()))
+            if hasattr(v, "shape") and shape != self.shapes[n][0]:
+                bound = (f"; the step is built for the upper bound of each dynamic dim "
+                         f"({self.dynamic_bounds}), so pad the {kind} to that size"
+                         if self.dynamic_bounds else "")
+                raise ValueError(f"{kind} '{n}' has shape {shape}, the step takes "
+                                 f"{self.shapes[n][0]}{bound}")
+        return dict(zip(names, vals))
+
     def run(self, exe_or_vm, inputs, targets, state: dict, step: int | None = None,
             device=None) -> float:
         """Run one step on a TVM VM; updates ``state`` (params + states) in place.
 
-        ``inputs``/``targets``: sequences (or dicts by name) of arrays. ``state`` maps names
-        to numpy arrays or ``tvm.runtime.Tensor``; numpy arrays are overwritten in place.
-        The step counter is kept in ``state["@step"]`` unless ``step`` is given.
+        Parameters
+        ----------
+        exe_or_vm : relax.VirtualMachine or tvm.runtime.Executable
+            The built module (``tvm.compile(ts.mod, ...)``) or a VM over it.
+        inputs, targets : sequence or dict
+            Arrays in signature order, or by name, of the shapes in ``shapes``.
+        state : dict
+            Names to numpy arrays or ``tvm.runtime.Tensor`` (see :meth:`initial_values`);
+            numpy arrays are overwritten in place. The step counter is kept in
+            ``state["@step"]`` unless ``step`` is given.
+        step : int, optional
+            The step number (from 1) the per-step scalars are computed for.
+        device : tvm.runtime.Device, optional
+            Default ``tvm.cpu()``.
+
+        Returns
+        -------
+        float
+            The loss.
         """
         dev = device or tvm.cpu()
         vm = exe_or_vm
@@ -107,29 +156,13 @@ class TrainingStep:
             vm = relax.VirtualMachine(exe_or_vm, dev)
         if step is None:
             step = int(state.get("@step", 0)) + 1
+        values = {**self._data(inputs, self.input_names, "input"),
+                  **self._data(targets, self.target_names, "target"),
+                  **self.hyper_values(step)}
         state["@step"] = step
-        hyp = self.hyper_values(step)
-
-        def pick(vals, names):
-            if isinstance(vals, dict):
-                return [vals[n] for n in names]
-            vals = list(vals)
-            if len(vals) != len(names):
-                raise ValueError(f"expected {len(names)} arrays ({names}), got {len(vals)}")
-            return vals
-
-        ins = dict(zip(self.input_names, pick(inputs, self.input_names)))
-        tgs = dict(zip(self.target_names, pick(targets, self.target_names)))
         args, back = [], []
         for name, kind in self.signature:
-            if kind == "input":
-                v = ins[name]
-            elif kind == "target":
-                v = tgs[name]
-            elif kind == "hyper":
-                v = hyp[name]
-            else:
-                v = state[name]
+            v = values[name] if kind in ("input", "target", "hyper") else state[name]
             if isinstance(v, tvm.runtime.Tensor):
                 args.append(v)
                 continue
