@@ -126,15 +126,31 @@ def bind_upper_bounds(func: relax.Function, dynamic_shapes=None) -> tuple[relax.
         The static forward and ``{dim name: bound}`` (empty when nothing was dynamic).
     """
     check_static_shapes(func)
+    sym = _symbolic_vars(func)
+    if not sym:
+        return func, {}
     bounds = _upper_bounds(func)
+    label = _dim_labels(func, dynamic_shapes)
+    func = _fold_prim_exprs(func.bind_symbolic_vars({v: int(bounds[n]) for n, v in sym.items()}))
+    for key in ("tir_var_upper_bound", "tir_var_lower_bound"):
+        if func.attrs is not None and key in func.attrs:
+            func = func.without_attr(key)
+    return func, {label.get(n, n): int(bounds[n]) for n in sorted(sym)}
+
+
+def _symbolic_vars(func: relax.Function) -> dict:
+    """The symbolic vars in ``func``'s parameter shapes, by name."""
     sym = {}
     for p in func.params:
         if isinstance(p.ty, relax.TensorType):
             for d in p.ty.shape.values:
                 for v in tvm.tirx.analysis.undefined_vars(d):
                     sym[str(v)] = v
-    if not sym:
-        return func, {}
+    return sym
+
+
+def _dim_labels(func: relax.Function, dynamic_shapes) -> dict:
+    """Symbolic var name -> the ``Dim`` name the user gave it (where a dim is that var)."""
     label = {}
     for p, spec in zip(func.params, dynamic_shapes or ()):
         items = spec.items() if isinstance(spec, dict) else enumerate(spec or ())
@@ -142,11 +158,7 @@ def bind_upper_bounds(func: relax.Function, dynamic_shapes=None) -> tuple[relax.
             expr = p.ty.shape.values[dim % p.ty.ndim] if d is not None else None
             if isinstance(expr, tvm.tirx.Var) and hasattr(d, "__name__"):
                 label.setdefault(str(expr), d.__name__)
-    func = _fold_prim_exprs(func.bind_symbolic_vars({v: int(bounds[n]) for n, v in sym.items()}))
-    for key in ("tir_var_upper_bound", "tir_var_lower_bound"):
-        if func.attrs is not None and key in func.attrs:
-            func = func.without_attr(key)
-    return func, {label.get(n, n): int(bounds[n]) for n in sorted(sym)}
+    return label
 
 
 def _fold(expr: relax.Expr, analyzer) -> relax.Expr:
