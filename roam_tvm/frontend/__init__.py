@@ -9,7 +9,7 @@
 from .errors import (DynamicShapeError, FrontendError, ImportError_, MetaWeightsError,
                      MissingGradientError, TraceError, UnsupportedError)
 from .optim import SGD, Adam, AdamW, Optimizer
-from .step import TrainingStep
+from .training_step import TrainingStep
 from .torch_import import from_torch
 
 try:

@@ -17,9 +17,12 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
+from .dynamic_dims import bind_upper_bounds
 from .errors import FrontendError, UnsupportedError
 from .optim import Optimizer, as_optimizer
-from .step import TrainingStep, _Progress, build_train_step
+from .progress import Progress
+from .step import build_train_step
+from .training_step import TrainingStep
 
 
 def _loss_func(loss, pred_ty, target_ty):
@@ -44,7 +47,7 @@ def from_backbone(mod: tvm.IRModule, optimizer: Optimizer, loss="cross_entropy",
     ``target``: the target's type (``relax.TensorType``); default: for cross entropy an int64
     vector of the prediction's batch size, for mse the prediction's type.
     """
-    progress = _Progress(quiet)
+    progress = Progress(quiet)
     optimizer = as_optimizer(optimizer)
     if func_name not in [gv.name_hint if hasattr(gv, "name_hint") else gv.name
                          for gv in mod.get_global_vars()]:
@@ -54,7 +57,11 @@ def from_backbone(mod: tvm.IRModule, optimizer: Optimizer, loss="cross_entropy",
         raise FrontendError("backbone module needs module attrs 'param_num' and 'state_num' "
                             "(I.module_attrs({'param_num': P, 'state_num': S}))")
     n_p, n_s = int(attrs["param_num"]), int(attrs["state_num"])
-    bb_func = mod[func_name]
+    # symbolic dims are built at their upper bound (AppendLoss cannot match symbolic types)
+    bb_func, bounds = bind_upper_bounds(mod[func_name])
+    if bounds:
+        mod = mod.clone()
+        mod[func_name] = bb_func
     n_in = len(bb_func.params) - n_p - n_s
     if n_in < 0:
         raise FrontendError(f"backbone has {len(bb_func.params)} params, fewer than "
@@ -87,6 +94,7 @@ def from_backbone(mod: tvm.IRModule, optimizer: Optimizer, loss="cross_entropy",
                           param_names=[p.name for p in params], optimizer=optimizer,
                           carry_names=[p.name for p in states], meta=True, quiet=quiet,
                           progress=progress)
+    ts.dynamic_bounds = bounds
     ts.no_values_reason = ("initial_values(): a backbone module carries no weights; create the "
                            "parameter and state arrays yourself from ts.shapes[name] = "
                            "(shape, dtype) (optimizer states start at zero)")

@@ -1,0 +1,85 @@
+"""Autodiff of the forward: the gradient pre-check, the stop-gradient wiring around Relax
+``Gradient``, and the decomposition of the adjoint into primitive ops."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import tvm
+from tvm import relax
+
+from . import gradients
+from .errors import MissingGradientError
+from .gradient_errors import explain_gradient_failure
+from .norm_grad import share_statistics
+from .relax_walk import bindings, op_name
+from .stop_gradient import ActiveVars, insert_stop_gradients, remove_stop_gradients
+
+
+def check_gradients(func: relax.Function, param_vars: list) -> None:
+    """Raise MissingGradientError for the first op on a param->loss path with no gradient.
+
+    Parameters
+    ----------
+    func : relax.Function
+        The forward.
+    param_vars : list of relax.Var
+        The trainable parameters (the ops ``Gradient`` will differentiate are those that
+        depend on them).
+    """
+    gradients.ensure_registered()
+    active = ActiveVars(func, param_vars).active  # what Gradient will differentiate
+    for b in bindings(func):
+        if b.var not in active:
+            continue
+        name = op_name(b.value)
+        if name is None:
+            continue
+        if tvm.ir.Op.get(name).get_attr("FPrimalGradient") is None:
+            raise MissingGradientError(
+                f"Relax op '{name}' (binding '{b.var.name}' = {str(b.value)[:160]}) has no "
+                "gradient in TVM 0.27, and it lies on a path from a parameter to the loss. "
+                f"Register one with tvm.relax.op.register_gradient('{name}', fn) before "
+                "calling the frontend (see roam_tvm/frontend/gradients.py for examples), or "
+                "change the model to avoid the op.")
+
+
+def _gradient(mod: tvm.IRModule, pvars: list) -> tvm.IRModule:
+    """Relax ``Gradient`` of ``mod["fwd"]``'s first output with the project's gradients."""
+    try:
+        with gradients.output_based_gradients():
+            return relax.transform.Gradient("fwd", require_grads=pvars, target_index=0)(mod)
+    except Exception as e:  # noqa: BLE001  # the pre-check catches most
+        with gradients.output_based_gradients():
+            raise explain_gradient_failure(mod, "fwd", pvars, e) from None
+
+
+def differentiate(mod: tvm.IRModule, pvars: list,
+                  progress: Callable[[str], None]) -> relax.Function:
+    """The adjoint of ``mod["fwd"]`` w.r.t. ``pvars``, decomposed into primitive ops.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        Holds the forward as ``"fwd"``; it is updated in place.
+    pvars : list of relax.Var
+        The parameters to differentiate, among ``mod["fwd"]``'s.
+    progress : callable
+        Receives a stage message.
+
+    Returns
+    -------
+    relax.Function
+        ``fwd_adjoint``: returns ``(forward outputs, gradients)``.
+    """
+    gradients.ensure_registered()
+    # Gradient sees no value that has no derivative (positions, masks, indices)
+    mod["fwd"] = fwd = insert_stop_gradients(mod["fwd"], pvars)
+    progress(f"gradient of {len(bindings(fwd))} bindings w.r.t. {len(pvars)} params")
+    mod = _gradient(mod, pvars)
+    mod["fwd_adjoint"] = remove_stop_gradients(mod["fwd_adjoint"])
+    # the forward's norms become the same primitive ops as before (batch_norm in training
+    # mode: batch statistics); the backward already is primitive
+    mod = relax.transform.DecomposeOpsForTraining("fwd_adjoint")(mod)
+    # the norms' gradients read the forward's mean/variance vectors instead of recomputing
+    return share_statistics(mod["fwd_adjoint"])

@@ -1,0 +1,116 @@
+"""``torch.export`` of a model together with its loss, in training mode."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable
+
+from .amp import autocast
+from .errors import FrontendError, TraceError, UnsupportedError
+
+
+def first_output(out: Any):
+    """The tensor a loss applies to: logits / last hidden state / first element.
+
+    Parameters
+    ----------
+    out : torch.Tensor, ModelOutput, dict, tuple or list
+        What the model returned.
+
+    Returns
+    -------
+    torch.Tensor
+    """
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return out
+    for key in ("logits", "last_hidden_state"):
+        v = getattr(out, key, None)
+        if isinstance(v, torch.Tensor):
+            return v
+        if isinstance(out, dict) and isinstance(out.get(key), torch.Tensor):
+            return out[key]
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (tuple, list)) and out:
+        return first_output(out[0])
+    raise UnsupportedError(f"cannot find a tensor in the model output of type {type(out).__name__}")
+
+
+def with_loss(model, n_inputs: int, loss_fn: Callable):
+    """A module whose forward is ``loss_fn(model(*inputs), *targets)``."""
+    import torch
+
+    class _ModelWithLoss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, *args):
+            out = self.model(*args[:n_inputs])
+            return loss_fn(first_output(out), *args[n_inputs:])
+
+    return _ModelWithLoss()
+
+
+def _trace_error(model, e: Exception) -> TraceError:
+    msg = str(e).strip().splitlines()
+    first = next((ln for ln in msg if ln.strip()), type(e).__name__)
+    return TraceError(
+        f"torch.export could not trace {type(model).__name__} with its loss: "
+        f"{type(e).__name__}: {first[:400]}. Make the forward traceable (no data-dependent "
+        "Python control flow, no .item()/.numpy() on tensors; for Hugging Face models use "
+        "attn_implementation='eager'), or pass a model that torch.export.export accepts.")
+
+
+def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Callable, *,
+                     precision: str | None = None, loss_scale: float = 1.0,
+                     dynamic_shapes=None):
+    """``torch.export`` of ``loss_fn(model(*example_inputs), *targets)`` in training mode.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model; its training flag (and a Hugging Face ``config.use_cache``) is restored.
+    example_inputs, targets : tuple of torch.Tensor
+        The model's inputs and the loss targets.
+    loss_fn : callable
+        ``loss_fn(output, *targets) -> scalar``.
+    precision : str, optional
+        ``"bf16-amp"`` / ``"fp16-amp"``: export under ``torch.autocast`` (see ``amp.py``).
+    loss_scale : float
+        Static AMP loss scale the exported loss is multiplied by.
+    dynamic_shapes : sequence, optional
+        One ``torch.export`` spec per input, then per target.
+
+    Returns
+    -------
+    torch.export.ExportedProgram
+    """
+    import torch
+
+    wrapped = with_loss(model, len(example_inputs), loss_fn)
+    if precision is not None:
+        wrapped = autocast(wrapped, precision, loss_scale)
+    was_training = model.training
+    model.train()
+    cfg = getattr(model, "config", None)
+    old_cache = getattr(cfg, "use_cache", None)
+    if old_cache:  # HF: a KV cache in a training step only adds a bogus concat
+        cfg.use_cache = False
+    # one spec per input, then per target; the wrapper takes *args
+    ds = (tuple(dynamic_shapes),) if dynamic_shapes is not None else None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.export.export(wrapped, example_inputs + targets, strict=False,
+                                       dynamic_shapes=ds)
+    except FrontendError:
+        raise
+    except Exception as e:  # noqa: BLE001 - report any tracing failure cleanly
+        raise _trace_error(model, e) from None
+    finally:
+        model.train(was_training)
+        if old_cache:
+            cfg.use_cache = old_cache

@@ -1,0 +1,51 @@
+"""The forward as ``Gradient`` wants it: named parameters, BatchNorm statistics returned,
+and the rewrites that keep the backward from saving more than it needs."""
+
+from __future__ import annotations
+
+import tvm
+from tvm import relax
+
+from .bn_stats import add_bn_stat_outputs
+from .fuse_gelu import fuse_tanh_gelu
+from .simplify import drop_noop_broadcasts
+
+
+def rename_params(fwd: relax.Function, names: list) -> relax.Function:
+    """``fwd`` with its parameters renamed ``names`` (same order, same types)."""
+    new_params = [relax.Var(n, p.ty) for n, p in zip(names, fwd.params)]
+    body = fwd.bind_params({old: new for old, new in zip(fwd.params, new_params)})
+    return relax.Function(new_params, body.body, body.ret_ty, True, fwd.attrs)
+
+
+def prepare_forward(fwd: relax.Function, names: list, bn_specs: list,
+                    n_carry: int) -> tuple[tvm.IRModule, list]:
+    """The module ``{"fwd": forward}`` that autodiff starts from.
+
+    Parameters
+    ----------
+    fwd : relax.Function
+        The forward, parameters ordered inputs, targets, params, frozen, carried.
+    names : list of str
+        A name per parameter of ``fwd``.
+    bn_specs : list of BNSpec
+        BatchNorm modules whose running statistics are states, in graph order.
+    n_carry : int
+        How many carried states ``fwd`` returns after the loss.
+
+    Returns
+    -------
+    (tvm.IRModule, list)
+        The module and ``(spec, count, dtype)`` per BatchNorm.
+    """
+    fwd = rename_params(fwd, names).with_attr("global_symbol", "fwd")
+    fwd, bn_info = add_bn_stat_outputs(fwd, list(bn_specs), n_carry=n_carry)
+    mod = tvm.IRModule({"fwd": fwd.with_attr("global_symbol", "fwd")})
+    # explicit tanh-GELU (GPT-2's gelu_new) -> one op, whose gradient keeps only its input
+    mod["fwd"] = fuse_tanh_gelu(mod["fwd"])
+    # broadcast_to onto a tensor's own shape (torch.matmul's expand) would be a copy kernel
+    # whose result the backward keeps beside the original (attention probabilities)
+    mod["fwd"] = drop_noop_broadcasts(mod["fwd"])
+    # layer_norm / batch_norm stay whole through Gradient: their registered gradients
+    # (norm_grad.py) keep only x and gamma; they are decomposed after autodiff
+    return relax.transform.DeadCodeElimination(["fwd"])(mod), bn_info
