@@ -8,6 +8,7 @@ import tvm
 from tvm import relax
 
 from .flatten_tuples import InlineTupleVars
+from .accumulate import AccumulateInPlace
 from .nt_matmul import FuseNTMatmul
 from .optim import Optimizer
 from .placement import UpdateEmitter, update_points
@@ -121,5 +122,8 @@ def assemble(adj: relax.Function, names: StepNames, optimizer: Optimizer, bn_inf
     # (FuseNTMatmul: TVM's FuseTransposeMatmul with operands that cannot swap, nt_matmul.py)
     # adjoint tuples (of split / chunk outputs, nested in RNN steps) are read field by
     # field, else FuseTIR fails on a tuple parameter (GRU; flatten_tuples.py)
-    mod = relax.transform.DeadCodeElimination()(InlineTupleVars()(FuseNTMatmul()(bb.get())))
+    # a gradient summed over many uses (an RNN weight over its time steps) is accumulated as
+    # each contribution arrives, not in one fused kernel at the end (accumulate.py)
+    mod = AccumulateInPlace()(FuseNTMatmul()(bb.get()))
+    mod = relax.transform.DeadCodeElimination()(InlineTupleVars()(mod))
     return mod, sig, emitter.update_deps
