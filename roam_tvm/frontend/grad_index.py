@@ -1,4 +1,5 @@
-"""Gradients of indexing ops TVM 0.27 lacks: ``index_put``, ``scatter_elements``, ``topk``.
+"""Gradients of indexing ops TVM 0.27 lacks: ``index_put``, ``scatter_nd``, ``scatter_elements``,
+``topk``.
 
 Each is checked against torch autograd in float64 by ``tests/test_grad_ops.py``. The index
 arguments never get a gradient (``no_grad``).
@@ -6,6 +7,9 @@ arguments never get a gradient (``no_grad``).
 * ``relax.index_put(data, indices, values, accumulate)``: ``data`` gets the output gradient
   (with the written positions zeroed unless ``accumulate``); ``values`` gets the output
   gradient read at the indices (``index_tensor``), summed back to its broadcast shape.
+* ``relax.scatter_nd(data, indices, updates)`` (``index_add`` / ``x[idx] = v``, see
+  ``converters.py``): the same, by ``gather_nd``; what the backward keeps is the
+  ``(..., k)`` index, as PyTorch's ``index_add`` backward keeps ``idx``.
 * ``relax.scatter_elements(data, indices, updates)``: the same, by ``gather_elements``.
 * ``relax.topk`` (values and indices): the values' gradient scattered (added) back into
   zeros at the indices.
@@ -33,6 +37,22 @@ def _index_put_grad(orig_var, orig_call, output_grad, ctx):
         zeros = R.zeros(ctx.normalize(d_values).ty.shape, values.ty.dtype)
         d_data = R.index_put(output_grad, indices, zeros, False)
     return [d_data, no_grad(indices), d_values]
+
+
+def _scatter_nd_grad(orig_var, orig_call, output_grad, ctx):
+    data, indices, updates = orig_call.args
+    reduction = str(orig_call.attrs.reduction)
+    if reduction not in ("update", "add"):
+        raise UnsupportedError(
+            f"the gradient of relax.scatter_nd is known for reduction 'update' and 'add' "
+            f"(torch index_put / index_add), not '{reduction}'")
+    d_updates = R.gather_nd(output_grad, indices)
+    if reduction == "add":
+        d_data = output_grad
+    else:  # the written slices of data are overwritten: no gradient flows to them
+        zeros = R.zeros(updates.ty.shape, updates.ty.dtype)
+        d_data = R.scatter_nd(output_grad, indices, zeros, "update")
+    return [d_data, no_grad(indices), d_updates]
 
 
 def _scatter_elements_grad(orig_var, orig_call, output_grad, ctx):
@@ -67,6 +87,7 @@ def _topk_grad(orig_var, orig_call, output_grad, ctx):
 
 GRADS = {
     "relax.index_put": _index_put_grad,
+    "relax.scatter_nd": _scatter_nd_grad,
     "relax.scatter_elements": _scatter_elements_grad,
     "relax.topk": _topk_grad,
 }
