@@ -11,12 +11,20 @@ arguments never get a gradient (``no_grad``).
   ``converters.py``): the same, by ``gather_nd``; what the backward keeps is the
   ``(..., k)`` index, as PyTorch's ``index_add`` backward keeps ``idx``.
 * ``relax.scatter_elements(data, indices, updates)``: the same, by ``gather_elements``.
+* ``relax.gather_elements(data, indices, axis)``: the output gradient scatter-added into
+  zeros. Where ``indices`` picks one element per row of ``axis`` (the class a
+  cross-entropy reads: ``indices`` of extent 1 on ``axis``, full elsewhere), no two
+  entries meet, and the gradient is ``where(iota == indices, g, 0)``: an elementwise
+  expression that fuses into the kernel reading it, where the scatter is a kernel of its
+  own that also needs a zero-filled ``data``-sized input (PyTorch's ``nll_loss_backward``
+  keeps one such tensor).
 * ``relax.topk`` (values and indices): the values' gradient scattered (added) back into
   zeros at the indices.
 """
 
 from __future__ import annotations
 
+import tvm
 from tvm import relax
 from tvm.relax import op as R
 from tvm.relax.op.grad import no_grad
@@ -71,6 +79,34 @@ def _scatter_elements_grad(orig_var, orig_call, output_grad, ctx):
     return [d_data, no_grad(indices), d_updates]
 
 
+def _known_shape(expr):
+    """The static shape of ``expr``, or None where a dimension is symbolic."""
+    dims = getattr(expr.ty.shape, "values", None)
+    if dims is None or not all(isinstance(d, tvm.tirx.IntImm) for d in dims):
+        return None
+    return [int(d) for d in dims]
+
+
+def _gather_elements_grad(orig_var, orig_call, output_grad, ctx):
+    data, indices = orig_call.args
+    axis = int(orig_call.attrs.axis)
+    shape, idx_shape = _known_shape(data), _known_shape(indices)
+    one_per_row = shape is not None and idx_shape is not None
+    if one_per_row:
+        axis %= len(shape)
+        one_per_row = idx_shape[axis] == 1 and all(
+            a == b for d, (a, b) in enumerate(zip(shape, idx_shape)) if d != axis)
+    if not one_per_row:
+        zeros = R.zeros(data.ty.shape, data.ty.dtype)
+        return [R.scatter_elements(zeros, indices, output_grad, axis=axis, reduction="add"),
+                no_grad(indices)]
+    view = [1] * len(shape)
+    view[axis] = shape[axis]
+    iota = R.reshape(R.arange(0, shape[axis], 1, indices.ty.dtype), view)
+    zero = relax.const(0.0, data.ty.dtype)
+    return [R.where(R.equal(iota, indices), output_grad, zero), no_grad(indices)]
+
+
 def _topk_grad(orig_var, orig_call, output_grad, ctx):
     data = orig_call.args[0]
     attrs = orig_call.attrs
@@ -90,4 +126,5 @@ GRADS = {
     "relax.scatter_nd": _scatter_nd_grad,
     "relax.scatter_elements": _scatter_elements_grad,
     "relax.topk": _topk_grad,
+    "relax.gather_elements": _gather_elements_grad,
 }
