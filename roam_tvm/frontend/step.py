@@ -41,6 +41,7 @@ from tvm import relax
 from . import gradients, precision
 from .errors import DynamicShapeError, MetaWeightsError, MissingGradientError, UnsupportedError
 from .fuse_gelu import fuse_tanh_gelu
+from .fuse_xent import fuse_cross_entropy
 from .gradient_errors import explain_gradient_failure
 from .norm_grad import share_statistics
 from .flatten_tuples import InlineTupleVars
@@ -369,6 +370,8 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     mod = tvm.IRModule({"fwd": fwd})
     # explicit tanh-GELU (GPT-2's gelu_new) -> one op, whose gradient keeps only its input
     mod["fwd"] = fuse_tanh_gelu(mod["fwd"])
+    # cross-entropy's log_softmax + gather -> x[t] - logsumexp(x): a fusable gradient
+    mod["fwd"] = fuse_cross_entropy(mod["fwd"])
     # broadcast_to onto a tensor's own shape (torch.matmul's expand) would be a copy kernel
     # whose result the backward keeps beside the original (attention probabilities)
     mod["fwd"] = drop_noop_broadcasts(mod["fwd"])
