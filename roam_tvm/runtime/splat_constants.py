@@ -1,23 +1,24 @@
-"""Fill uniform tensors and ``arange`` tables at run time instead of storing them as constants.
+"""Fill uniform tensors at run time instead of storing them as constants.
 
 ``FoldConstant`` (run after ``LegalizeOps``) evaluates every ``call_tir`` whose inputs are
 all constant, and a legalized ``zeros`` / ``full_like`` / ``broadcast_to(scalar)`` has no
-tensor input at all. Each one becomes a ``relax.Constant``, which the built module holds
-on the device for as long as it is loaded: a ``zeros_like(x)`` in a model, or the zeros a
+tensor input at all. Each one becomes a constant, which the built module holds on the
+device for as long as it is loaded: a ``zeros_like(x)`` in a model, or the zeros a
 scatter-shaped gradient starts from, then costs its size for the whole training step,
 where PyTorch allocates it, uses it and frees it.
 
 ``SplatConstants`` turns every constant whose elements are all equal (and which has at
-least ``min_elements`` of them) back into ``R.full``, and every 1-D integer constant that
-counts up or down by a fixed step along its one non-unit dimension into ``R.arange``, legalized on the spot. The fill is
+least ``min_elements`` of them) back into ``R.full``, legalized on the spot. The fill is
 then an ordinary intermediate with a lifetime (and ``FuseOps`` may fuse it into its
-reader, so it is never stored). Other constants (weights, tables) are left alone.
+reader, so it is never stored). Other constants (weights, ``arange`` tables) are left
+alone. (``arange`` tables filled by a kernel of their own made FuseTIR fail on the tiny
+LLaMA step, ``func_info_.global_name != "fused"``; they are small: one row of indices.)
 """
 from __future__ import annotations
 
 import numpy as np
 import tvm
-from tvm import relax, topi
+from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 
@@ -34,23 +35,6 @@ def splat_value(const: tvm.ir.Constant, min_elements: int = 2):
     return first
 
 
-def arange_params(const: tvm.ir.Constant, min_elements: int = 2):
-    """``(start, step)`` of an integer constant with one non-unit dimension (an ``arange``,
-    reshaped) of at least ``min_elements`` elements that steps by a fixed non-zero amount,
-    or None."""
-    data = const.value.numpy()
-    if sum(d != 1 for d in data.shape) != 1:
-        return None
-    data = data.reshape(-1)
-    if data.size < max(min_elements, 2) or not np.issubdtype(data.dtype, np.integer):
-        return None
-    step = int(data[1]) - int(data[0])
-    expect = int(data[0]) + step * np.arange(data.size, dtype=np.int64)
-    if step == 0 or not np.array_equal(data.astype(np.int64), expect):
-        return None
-    return int(data[0]), step
-
-
 @mutator
 class _Splatter(PyExprMutator):
     def __init__(self, mod: tvm.IRModule, min_elements: int):
@@ -59,29 +43,18 @@ class _Splatter(PyExprMutator):
         self.changed = 0
 
     def visit_generic_const_(self, op: tvm.ir.Constant) -> relax.Expr:
-        dtype = str(op.value.dtype)
         value = splat_value(op, self.min_elements)
-        if value is not None:
-            self.changed += 1
-            fill = relax.const(value.item(), dtype)
-            return relax.op.full(relax.ShapeExpr(list(op.value.shape)), fill, dtype)
-        progression = arange_params(op, self.min_elements)
-        if progression is not None:
-            self.changed += 1
-            start, step = progression
-            shape = [int(d) for d in op.value.shape]
-            stop = start + step * int(np.prod(shape))
-            # a TE kernel: LegalizeOps turns a static R.arange straight back into a constant
-            ramp = self.builder_.call_te(topi.arange, start, stop, step, dtype,
-                                         primfunc_name_hint="arange_fill")
-            return ramp if len(shape) == 1 else relax.op.reshape(ramp, shape)
-        return op
+        if value is None:
+            return op
+        self.changed += 1
+        dtype = str(op.value.dtype)
+        fill = relax.const(value.item(), dtype)
+        return relax.op.full(relax.ShapeExpr(list(op.value.shape)), fill, dtype)
 
 
 @tvm.transform.module_pass(opt_level=0, name="SplatConstants")
 class SplatConstants:
-    """Replace uniform constants by ``R.full`` and 1-D integer progressions by ``R.arange``
-    (legalized), see the module docstring.
+    """Replace uniform constant tensors by ``R.full`` (legalized), see the module docstring.
 
     Parameters
     ----------
