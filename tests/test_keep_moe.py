@@ -104,8 +104,7 @@ def test_log_softmax_read_twice_is_left_alone():
     compare_step(m, (x,), (y,), smoothed, SGD(lr=1.0))
 
 
-@pytest.mark.slow
-def test_tiny_moe_keeps_what_pytorch_keeps():
+def test_tiny_moe_no_index_grid_no_step_long_constant_two_logits_tensors():
     """The tiny MoE step: no int64 index grid (index_add is a scatter_nd over an (N, 1)
     index), under 1 KiB of constants, and never three logits-sized tensors live at once."""
     from roam_tvm.zoo import families
