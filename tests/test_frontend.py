@@ -342,8 +342,8 @@ def test_from_backbone_needs_attrs():
 
 def test_no_transposed_weight_copy():
     """matmul(x, permute_dims(w)) is one NT-matmul kernel (FuseTransposeMatmul): no transposed
-    copy of a weight is made for nn.Linear's forward. (A transpose on the left operand, as in a
-    weight gradient dy^T @ x, is not fused: TVM's pass takes only x @ w^T.)"""
+    copy of a weight is made for nn.Linear's forward; and a weight gradient dy^T @ x is one
+    TN-matmul kernel (no transposed copy of dy)."""
     _, _, _, ts = _mlp_ts()
     func = ts.mod["train_step"]
     defs = {b.var: b.value for blk in func.body.blocks for b in blk.bindings}
@@ -357,4 +357,7 @@ def test_no_transposed_weight_copy():
     assert fed == []
     names = [gv.name_hint for gv in ts.mod.get_global_vars()]
     assert sum("NT_matmul" in n for n in names) == 2  # the two nn.Linear forwards
+    assert sum("TN_matmul" in n for n in names) == 2  # their weight gradients
+    assert not any(_op_name(b) == "relax.permute_dims" for b in defs.values()
+                   if isinstance(b, relax.Call))
     assert not any(n.startswith("fused_relax") for n in names)  # the pattern's leftovers are gone

@@ -65,6 +65,8 @@ OPS = {
     "scatter": lambda m, h: h.scatter(1, _idx(0, 4, 7).expand(N, 3), h[:, 8:11] * 3.0),
     "scatter_add": lambda m, h: h.scatter_add(1, _idx(0, 4, 4).expand(N, 3), h[:, 8:11]),
     "gather": lambda m, h: torch.gather(h, 1, _idx(0, 3, 3, 7).expand(N, 4)),
+    # one index per row (a cross-entropy's class): the gradient is a where, not a scatter
+    "gather_one": lambda m, h: torch.gather(h, 1, _idx(2, 0, 11, 2)[:, None]) * h[:, :2],
     "topk": lambda m, h: torch.topk(h, 3, dim=1).values,
 }
 

@@ -58,12 +58,16 @@ def test_stage_lists_llvm_and_cuda():
     assert _names(rp.dataflow_lower_passes(llvm)) == _names(
         relax.backend.cuda.pipeline.dataflow_lower_passes(cuda)
     )
-    # legalize: same as TVM's, schedule only on GPU
-    assert _names(rp.legalize_passes(llvm)) == _names(relax.pipeline.legalize_passes(llvm))
+    # legalize: TVM's, with SplatConstants right after FoldConstant; schedule only on GPU
+    def with_splat(names):
+        at = names.index("FoldConstant") + 1
+        return names[:at] + ["SplatConstants"] + names[at:]
+
+    assert _names(rp.legalize_passes(llvm)) == with_splat(_names(relax.pipeline.legalize_passes(llvm)))
     cuda_names = _names(rp.legalize_passes(cuda))
-    assert cuda_names[:5] == _names(relax.pipeline.legalize_passes(cuda))[:5]
-    assert cuda_names[5:] == ["RoamRobustSchedule"]
-    assert _names(rp.legalize_passes(cuda, schedule="dlight"))[5:] == ["ApplyDefaultSchedule"]
+    assert cuda_names[:6] == with_splat(_names(relax.pipeline.legalize_passes(cuda))[:5])
+    assert cuda_names[6:] == ["RoamRobustSchedule"]
+    assert _names(rp.legalize_passes(cuda, schedule="dlight"))[6:] == ["ApplyDefaultSchedule"]
 
 
 def test_options_routing():

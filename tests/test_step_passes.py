@@ -49,6 +49,34 @@ def test_fuse_nt_matmul_shared_transpose_numerics():
 
 
 @I.ir_module
+class WeightGradient:
+    """A linear layer's weight gradient dy^T @ x, plain and batched (transpose on the left)."""
+
+    @R.function
+    def main(g: R.Tensor((6, 4), "float32"), x: R.Tensor((6, 3), "float32"),
+             gb: R.Tensor((2, 5, 4), "float32"), xb: R.Tensor((2, 5, 3), "float32")):
+        with R.dataflow():
+            gt = R.permute_dims(g)
+            gbt = R.permute_dims(gb, axes=[0, 2, 1])
+            out = (R.matmul(gt, x), R.matmul(gbt, xb))
+            R.output(out)
+        return out
+
+
+def test_fuse_tn_matmul_weight_gradient_numerics():
+    mod = relax.transform.DeadCodeElimination()(FuseNTMatmul()(WeightGradient))
+    text = mod.script()
+    assert "permute_dims" not in text and text.count("TN_matmul") >= 2
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(s, "float32") for s in ((6, 4), (6, 3), (2, 5, 4), (2, 5, 3))]
+    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    got = vm["main"](*[tvm.runtime.tensor(a) for a in args])
+    g, x, gb, xb = args
+    np.testing.assert_allclose(got[0].numpy(), g.T @ x, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[1].numpy(), gb.transpose(0, 2, 1) @ xb, rtol=1e-5, atol=1e-5)
+
+
+@I.ir_module
 class TupleBefore:
     @R.function
     def main(x: R.Tensor((2, 4), "float32"), y: R.Tensor((2, 4), "float32")):

@@ -3,9 +3,12 @@
 
 * ``index_put`` with fewer index tensors than data dimensions (``x.index_add(0, idx, v)``
   decomposes to ``index_put(x, [idx], v, accumulate=True)`` on 2-D ``x``; also
-  ``x[idx] = v``). TVM requires one index tensor per dimension. The missing trailing
-  dimensions get ``arange`` index tensors, broadcast against the given ones, and the values
-  are broadcast to the full index shape: the same elements, written or accumulated once.
+  ``x[idx] = v``). TVM's ``index_put`` requires one index tensor per dimension. It becomes
+  ``scatter_nd``: the given index tensors, broadcast together and stacked on a last axis of
+  length ``k``, address whole slices of the trailing dimensions, and the values are
+  broadcast to ``index shape + trailing shape``. Full-size ``arange`` index grids (one int64
+  per element of ``v``, for each dimension) would do the same, but are kept for the backward
+  and folded into constants that live for the whole step.
 * ``scatter_add`` (no converter in TVM 0.27): ``scatter_elements`` with ``reduction="add"``.
 * ``select`` with a negative index (``out[:, -1]``): TVM emits ``take(x, -1, mode="fast")``,
   which reads before the start of the axis (garbage in an RNN classifier's last step). The
@@ -34,25 +37,30 @@ def _index_put(node, importer):
     shape = _shape(data)
     k = len(indices)
     idx_shape = _broadcast([_shape(i) for i in indices])
-    trailing = shape[k:]
-    full = idx_shape + trailing
-    m = len(trailing)
-    new = [bb.emit(R.broadcast_to(R.reshape(i, _pad_left(_shape(i), len(idx_shape)) + [1] * m),
-                                  full)) for i in indices]
-    for j, d in enumerate(trailing):
-        ar = R.arange(relax.prim_value(0), relax.prim_value(d), relax.prim_value(1), "int64")
-        view = [1] * len(idx_shape) + [d if t == j else 1 for t in range(m)]
-        new.append(bb.emit(R.broadcast_to(R.reshape(ar, view), full)))
+    full = idx_shape + shape[k:]
+    # (..., k) int64: the positions of the slices written, one row per index tuple
+    cols = [_index_column(i, idx_shape) for i in indices]
+    nd_index = bb.emit(cols[0] if k == 1 else R.concat(cols, axis=-1))
     vals = values
     if _shape(vals) != full:
         vals = bb.emit(R.broadcast_to(vals, full))
-    out = bb.emit(R.index_put(data, relax.Tuple(new), vals, accumulate))
+    out = bb.emit(R.scatter_nd(data, nd_index, vals, "add" if accumulate else "update"))
     target = getattr(node.target, "__name__", str(node.target))
     if target.startswith("index_put_"):  # in place: later reads of the input see the result
         for env_node, expr in list(importer.env.items()):
             if expr is data:
                 importer.env[env_node] = out
     return out
+
+
+def _index_column(index, idx_shape):
+    """``index`` as an int64 ``idx_shape + [1]`` column of a ``scatter_nd`` index."""
+    if index.ty.dtype != "int64":
+        index = R.astype(index, "int64")
+    col = R.reshape(index, _pad_left(_shape(index), len(idx_shape)) + [1])
+    if _shape(index) != idx_shape:
+        col = R.broadcast_to(col, idx_shape + [1])
+    return col
 
 
 def _pad_left(shape, n):

@@ -1,4 +1,5 @@
-"""Gradients of indexing ops TVM 0.27 lacks: ``index_put``, ``scatter_elements``, ``topk``.
+"""Gradients of indexing ops TVM 0.27 lacks: ``index_put``, ``scatter_nd``, ``scatter_elements``,
+``topk``.
 
 Each is checked against torch autograd in float64 by ``tests/test_grad_ops.py``. The index
 arguments never get a gradient (``no_grad``).
@@ -6,13 +7,24 @@ arguments never get a gradient (``no_grad``).
 * ``relax.index_put(data, indices, values, accumulate)``: ``data`` gets the output gradient
   (with the written positions zeroed unless ``accumulate``); ``values`` gets the output
   gradient read at the indices (``index_tensor``), summed back to its broadcast shape.
+* ``relax.scatter_nd(data, indices, updates)`` (``index_add`` / ``x[idx] = v``, see
+  ``converters.py``): the same, by ``gather_nd``; what the backward keeps is the
+  ``(..., k)`` index, as PyTorch's ``index_add`` backward keeps ``idx``.
 * ``relax.scatter_elements(data, indices, updates)``: the same, by ``gather_elements``.
+* ``relax.gather_elements(data, indices, axis)``: the output gradient scatter-added into
+  zeros. Where ``indices`` picks one element per row of ``axis`` (the class a
+  cross-entropy reads: ``indices`` of extent 1 on ``axis``, full elsewhere), no two
+  entries meet, and the gradient is ``where(iota == indices, g, 0)``: an elementwise
+  expression that fuses into the kernel reading it, where the scatter is a kernel of its
+  own that also needs a zero-filled ``data``-sized input (PyTorch's ``nll_loss_backward``
+  keeps one such tensor).
 * ``relax.topk`` (values and indices): the values' gradient scattered (added) back into
   zeros at the indices.
 """
 
 from __future__ import annotations
 
+import tvm
 from tvm import relax
 from tvm.relax import op as R
 from tvm.relax.op.grad import no_grad
@@ -35,6 +47,22 @@ def _index_put_grad(orig_var, orig_call, output_grad, ctx):
     return [d_data, no_grad(indices), d_values]
 
 
+def _scatter_nd_grad(orig_var, orig_call, output_grad, ctx):
+    data, indices, updates = orig_call.args
+    reduction = str(orig_call.attrs.reduction)
+    if reduction not in ("update", "add"):
+        raise UnsupportedError(
+            f"the gradient of relax.scatter_nd is known for reduction 'update' and 'add' "
+            f"(torch index_put / index_add), not '{reduction}'")
+    d_updates = R.gather_nd(output_grad, indices)
+    if reduction == "add":
+        d_data = output_grad
+    else:  # the written slices of data are overwritten: no gradient flows to them
+        zeros = R.zeros(updates.ty.shape, updates.ty.dtype)
+        d_data = R.scatter_nd(output_grad, indices, zeros, "update")
+    return [d_data, no_grad(indices), d_updates]
+
+
 def _scatter_elements_grad(orig_var, orig_call, output_grad, ctx):
     data, indices, updates = orig_call.args
     axis = int(orig_call.attrs.axis)
@@ -49,6 +77,34 @@ def _scatter_elements_grad(orig_var, orig_call, output_grad, ctx):
     else:
         d_data = R.scatter_elements(output_grad, indices, R.zeros_like(updates), axis=axis)
     return [d_data, no_grad(indices), d_updates]
+
+
+def _known_shape(expr):
+    """The static shape of ``expr``, or None where a dimension is symbolic."""
+    dims = getattr(expr.ty.shape, "values", None)
+    if dims is None or not all(isinstance(d, tvm.tirx.IntImm) for d in dims):
+        return None
+    return [int(d) for d in dims]
+
+
+def _gather_elements_grad(orig_var, orig_call, output_grad, ctx):
+    data, indices = orig_call.args
+    axis = int(orig_call.attrs.axis)
+    shape, idx_shape = _known_shape(data), _known_shape(indices)
+    one_per_row = shape is not None and idx_shape is not None
+    if one_per_row:
+        axis %= len(shape)
+        one_per_row = idx_shape[axis] == 1 and all(
+            a == b for d, (a, b) in enumerate(zip(shape, idx_shape)) if d != axis)
+    if not one_per_row:
+        zeros = R.zeros(data.ty.shape, data.ty.dtype)
+        return [R.scatter_elements(zeros, indices, output_grad, axis=axis, reduction="add"),
+                no_grad(indices)]
+    view = [1] * len(shape)
+    view[axis] = shape[axis]
+    iota = R.reshape(R.arange(0, shape[axis], 1, indices.ty.dtype), view)
+    zero = relax.const(0.0, data.ty.dtype)
+    return [R.where(R.equal(iota, indices), output_grad, zero), no_grad(indices)]
 
 
 def _topk_grad(orig_var, orig_call, output_grad, ctx):
@@ -67,6 +123,8 @@ def _topk_grad(orig_var, orig_call, output_grad, ctx):
 
 GRADS = {
     "relax.index_put": _index_put_grad,
+    "relax.scatter_nd": _scatter_nd_grad,
     "relax.scatter_elements": _scatter_elements_grad,
     "relax.topk": _topk_grad,
+    "relax.gather_elements": _gather_elements_grad,
 }

@@ -4,7 +4,6 @@ Importing this module registers them once (``ensure_registered``). Each one is
 checked against torch autograd by ``tests/test_frontend_gradients.py``.
 
 * ``relax.squeeze``: reshape the output gradient back to the input shape.
-* ``relax.gather_elements``: scatter-add the output gradient into zeros.
 * ``relax.strided_slice``: positive strides; interleave zeros for strides > 1,
   then pad (or trim) to the input extent on each sliced axis.
 * ``relax.nn.gelu`` (erf form) and ``relax.nn.gelu_tanh``: closed-form derivatives.
@@ -57,14 +56,6 @@ def _const(v, dtype):
 
 def _squeeze_grad(orig_var, orig_call, output_grad, ctx):
     return [R.reshape(output_grad, orig_call.args[0].ty.shape)]
-
-
-def _gather_elements_grad(orig_var, orig_call, output_grad, ctx):
-    data, indices = orig_call.args
-    axis = int(orig_call.attrs.axis)
-    zeros = R.zeros(data.ty.shape, _dtype(data))
-    return [R.scatter_elements(zeros, indices, output_grad, axis=axis, reduction="add"),
-            no_grad(indices)]
 
 
 def _strided_slice_grad(orig_var, orig_call, output_grad, ctx):
@@ -234,7 +225,6 @@ def output_based_gradients():
 
 _GRADS = {
     "relax.squeeze": _squeeze_grad,
-    "relax.gather_elements": _gather_elements_grad,
     "relax.strided_slice": _strided_slice_grad,
     "relax.nn.gelu": _gelu_grad,
     "relax.nn.gelu_tanh": _gelu_tanh_grad,
@@ -248,7 +238,8 @@ _GRADS = {
     **_NORM_GRADS,
     # R.grad.no_grad as a stop-gradient (stop_gradient.py)
     **_STOP_GRADS,
-    # pad, group_norm, nearest resize2d (grad_nn.py); index_put, scatter, topk (grad_index.py)
+    # pad, group_norm, nearest resize2d (grad_nn.py); index_put, scatter, gather, topk
+    # (grad_index.py)
     **_NN_GRADS,
     **_INDEX_GRADS,
 }

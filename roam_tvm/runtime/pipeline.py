@@ -3,7 +3,7 @@
 ::
 
     library dispatch          DispatchSampling, DispatchSortScan (TVM's, per target)
-    legalize                  LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR
+    legalize                  LegalizeOps, AnnotateTIROpPattern, FoldConstant, SplatConstants, FuseOps, FuseTIR
     schedule (GPU only)       robust_schedule(target)      (replaces dl.ApplyDefaultSchedule)
     [RoamOrder]               if order=True: rewrites binding order of the call_tir-level module
                               (order and layout both on: RoamPlan runs RoamOrder, lowering and
@@ -50,6 +50,7 @@ from ..passes import RoamLayout, RoamOrder, RoamPlan
 from .schedule import robust_schedule, stock_dlight_schedule
 from .targets import as_target, is_gpu_target
 from .kernel_audit import RequireDeviceKernels
+from .splat_constants import SplatConstants
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +116,7 @@ def legalize_passes(target, schedule: str | None = "robust") -> list[tvm.transfo
         relax.transform.LegalizeOps(),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
+        SplatConstants(),  # zeros/full tensors are filled when needed, not held all step
         relax.transform.FuseOps(),
         relax.transform.FuseTIR(),
     ]
