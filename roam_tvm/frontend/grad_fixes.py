@@ -18,7 +18,11 @@ checked against torch autograd in float64 by ``tests/test_grad_ops.py``.
   reversed cumsum *minus* the element itself.
 * ``relax.take``: TVM's ``take_backward`` kernel only accepts 1-D indices; a scalar index
   (``out[:, -1]``, ``gates[:, e]``) or a 2-D one fails to legalize. The indices are
-  flattened and the output gradient reshaped to match, which is the same sum.
+  flattened and the output gradient reshaped to match, which is the same sum. The kernel
+  reads ``x`` for its shape and dtype only, so it is handed zeros of that shape instead:
+  reading ``x`` would keep every ``take`` input alive from the forward to the backward
+  (Swin's ``torch.roll``, exported as ``index_select``, kept both the padded input and
+  the first roll's output), where PyTorch's ``index_select_backward`` keeps only indices.
 """
 
 from __future__ import annotations
@@ -94,7 +98,9 @@ def _take_grad(orig_var, orig_call, output_grad, ctx):
             xs = _shape(x)
             g = R.reshape(g, xs[:ax] + [n] + xs[ax + 1:])
         idx = ctx.normalize(R.reshape(idx, [n]))
-    return [R.grad.take_backward(g, x, idx, axis), no_grad(orig_call.args[1])]
+    # x's shape and dtype only: zeros, so the backward does not keep x (module docstring)
+    like_x = R.zeros(_shape(x), x.ty.dtype)
+    return [R.grad.take_backward(g, like_x, idx, axis), no_grad(orig_call.args[1])]
 
 
 GRADS = {

@@ -111,6 +111,50 @@ def layer_norm_grad(orig_var, orig_call, output_grad, ctx):
     return [dx, dgamma, dbeta]
 
 
+def _bound(expr, ctx):
+    """What ``expr`` is bound to in ``ctx``, through var-to-var bindings and items of
+    bound tuples."""
+    while True:
+        if isinstance(expr, relax.Var):
+            value = ctx.lookup_binding(expr)
+        elif isinstance(expr, relax.TupleGetItem):
+            tup = _bound(expr.tuple_value, ctx)
+            value = tup.fields[expr.index] if isinstance(tup, relax.Tuple) else None
+        else:
+            value = None
+        if value is None:
+            return expr
+        expr = value
+
+
+def _is_zeros(expr, ctx) -> bool:
+    value = _bound(expr, ctx)
+    return (isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op)
+            and value.op.name == "relax.zeros")
+
+
+def _first_field_grad(output_grad, ctx):
+    """The adjoint of field 0 of a tuple-valued op's output, without TVM's zero start.
+
+    ``Gradient`` builds a tuple adjoint as ``(zeros + g, zeros, zeros)`` for a batch_norm
+    whose only use is ``bn[0]``: the ``zeros`` becomes a constant of the activation's size
+    (always live, after constant folding) and the ``add`` one more activation-sized tensor
+    in the backward. ``zeros + g`` is ``g`` (same shape and dtype, checked), so the
+    gradient reads ``g``, as PyTorch's ``native_batch_norm_backward`` reads ``grad_out``.
+    """
+    field = _bound(output_grad, ctx)
+    field = field.fields[0] if isinstance(field, relax.Tuple) else relax.TupleGetItem(output_grad, 0)
+    value = _bound(field, ctx)
+    if (isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op)
+            and value.op.name == "relax.add"):
+        a, b = value.args
+        for zero, g in ((a, b), (b, a)):
+            same = (_shape(g) == _shape(value) and str(g.ty.dtype) == str(value.ty.dtype))
+            if same and _is_zeros(zero, ctx):
+                return g
+    return ctx.normalize(field)
+
+
 def batch_norm_grad(orig_var, orig_call, output_grad, ctx):
     """Gradient of ``R.nn.batch_norm`` (training mode: batch statistics; else running ones).
 
@@ -128,7 +172,7 @@ def batch_norm_grad(orig_var, orig_call, output_grad, ctx):
     for a in red:
         count *= shape[a]
     eps = float(attrs.epsilon)
-    dy = ctx.normalize(relax.TupleGetItem(output_grad, 0))
+    dy = _first_field_grad(output_grad, ctx)
     bshape = [shape[i] if i == axis else 1 for i in range(nd)]
     gamma_b = ctx.normalize(R.reshape(gamma, bshape)) if attrs.scale else None
     c_shape = [shape[axis]]
