@@ -1,4 +1,6 @@
-"""Closed-form gradients of ``relax.nn.layer_norm`` and ``relax.nn.batch_norm``.
+"""Closed-form gradients of ``relax.nn.layer_norm``, ``relax.nn.batch_norm`` and
+``relax.nn.rms_norm`` (the last folded from its spelled-out form by :mod:`.fuse_rms_norm`;
+see :func:`rms_norm_grad`).
 
 TVM 0.27 registers no gradient for either op; its training flow decomposes them
 (``DecomposeOpsForTraining``) into mean, subtract, variance, sqrt, divide,
@@ -109,6 +111,41 @@ def layer_norm_grad(orig_var, orig_call, output_grad, ctx):
         dgamma = R.zeros(g_shape, dtype)
     dbeta = _sum_other(dy, other, _shape(beta)) if attrs.center else R.zeros(_shape(beta), dtype)
     return [dx, dgamma, dbeta]
+
+
+def rms_norm_grad(orig_var, orig_call, output_grad, ctx):
+    """Gradient of ``R.nn.rms_norm(x, w, axes, epsilon)``, reading only ``x`` and ``w``.
+
+    With ``r = rsqrt(mean_n(x^2) + eps)`` recomputed (a per-row vector) and ``h = dy * w``::
+
+        dx = r * h - x * r^3 * mean_n(h * x)
+        dw = sum_other(dy * x * r)
+
+    PyTorch's autograd of the same formula keeps ``x * r`` besides ``x`` (module
+    :mod:`.fuse_rms_norm`); here nothing activation-sized but ``x`` is read.
+    """
+    x, w = orig_call.args
+    dtype = str(x.ty.dtype)
+    shape = _shape(x)
+    nd = len(shape)
+    axes = sorted(int(a) % nd for a in orig_call.attrs.axes)
+    other = [i for i in range(nd) if i not in axes]
+    count = 1
+    for a in axes:
+        count *= shape[a]
+    eps = float(orig_call.attrs.epsilon)
+    dy = output_grad
+    w_b = ctx.normalize(R.reshape(w, [shape[i] if i in axes else 1 for i in range(nd)]))
+    r = ctx.normalize(R.rsqrt(R.add(R.mean(R.multiply(x, x), axis=axes, keepdims=True),
+                                    _const(eps, dtype))))
+    # mean_n(h * x) * r^3: one per-row vector; h is rebuilt per use so it fuses (module docstring)
+    s = ctx.normalize(R.multiply(
+        R.multiply(R.sum(R.multiply(R.multiply(dy, w_b), x), axis=axes, keepdims=True),
+                   _const(1.0 / count, dtype)),
+        R.multiply(r, R.multiply(r, r))))
+    dx = R.subtract(R.multiply(R.multiply(dy, w_b), r), R.multiply(x, s))
+    dw = _sum_other(R.multiply(dy, R.multiply(x, r)), other, _shape(w))
+    return [dx, dw]
 
 
 def _bound(expr, ctx):
@@ -235,5 +272,6 @@ def share_statistics(func: relax.Function) -> relax.Function:
 
 GRADS = {
     "relax.nn.layer_norm": layer_norm_grad,
+    "relax.nn.rms_norm": rms_norm_grad,
     "relax.nn.batch_norm": batch_norm_grad,
 }

@@ -41,6 +41,7 @@ from tvm import relax
 from . import gradients, precision
 from .errors import DynamicShapeError, MetaWeightsError, MissingGradientError, UnsupportedError
 from .fuse_gelu import fuse_tanh_gelu
+from .fuse_rms_norm import fuse_rms_norm
 from .fuse_silu import fuse_silu
 from .gradient_errors import explain_gradient_failure
 from .norm_grad import share_statistics
@@ -369,7 +370,8 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     fwd = fwd.with_attr("global_symbol", "fwd")
     mod = tvm.IRModule({"fwd": fwd})
     # explicit tanh-GELU (GPT-2's gelu_new) -> one op, whose gradient keeps only its input
-    mod["fwd"] = fuse_silu(fuse_tanh_gelu(mod["fwd"]))  # x * sigmoid(x): one silu, as gelu
+    # likewise x * sigmoid(x) -> silu, and the spelled-out RMSNorm -> rms_norm (keeps x only)
+    mod["fwd"] = fuse_rms_norm(fuse_silu(fuse_tanh_gelu(mod["fwd"])))
     # broadcast_to onto a tensor's own shape (torch.matmul's expand) would be a copy kernel
     # whose result the backward keeps beside the original (attention probabilities)
     mod["fwd"] = drop_noop_broadcasts(mod["fwd"])
