@@ -8,6 +8,8 @@ from tvm import relax
 
 from .bn_stats import add_bn_stat_outputs
 from .fuse_gelu import fuse_tanh_gelu
+from .fuse_rms_norm import fuse_rms_norm
+from .fuse_silu import fuse_silu
 from .fuse_xent import fuse_cross_entropy
 from .simplify import drop_noop_broadcasts
 
@@ -43,7 +45,8 @@ def prepare_forward(fwd: relax.Function, names: list, bn_specs: list,
     fwd, bn_info = add_bn_stat_outputs(fwd, list(bn_specs), n_carry=n_carry)
     mod = tvm.IRModule({"fwd": fwd.with_attr("global_symbol", "fwd")})
     # explicit tanh-GELU (GPT-2's gelu_new) -> one op, whose gradient keeps only its input
-    mod["fwd"] = fuse_tanh_gelu(mod["fwd"])
+    # likewise x * sigmoid(x) -> silu, and the spelled-out RMSNorm -> rms_norm (keeps x only)
+    mod["fwd"] = fuse_rms_norm(fuse_silu(fuse_tanh_gelu(mod["fwd"])))
     # cross-entropy's log_softmax + gather -> x[t] - logsumexp(x): a fusable gradient
     mod["fwd"] = fuse_cross_entropy(mod["fwd"])
     # broadcast_to onto a tensor's own shape (torch.matmul's expand) would be a copy kernel

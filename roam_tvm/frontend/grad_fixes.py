@@ -18,7 +18,12 @@ checked against torch autograd in float64 by ``tests/test_grad_ops.py``.
   reversed cumsum *minus* the element itself.
 * ``relax.take``: TVM's ``take_backward`` kernel only accepts 1-D indices; a scalar index
   (``out[:, -1]``, ``gates[:, e]``) or a 2-D one fails to legalize. The indices are
-  flattened and the output gradient reshaped to match, which is the same sum.
+  flattened and the output gradient reshaped to match, which is the same sum. The kernel
+  reads ``x`` for its shape and dtype only, so it is handed zeros of that shape instead:
+  reading ``x`` would keep every ``take`` input alive from the forward to the backward
+  (Swin's ``torch.roll``, exported as ``index_select``, kept both the padded input and
+  the first roll's output), where PyTorch's ``index_select_backward`` keeps only indices.
+  A parameter (an embedding table) is passed as it is: it is live throughout anyway.
 """
 
 from __future__ import annotations
@@ -94,7 +99,11 @@ def _take_grad(orig_var, orig_call, output_grad, ctx):
             xs = _shape(x)
             g = R.reshape(g, xs[:ax] + [n] + xs[ax + 1:])
         idx = ctx.normalize(R.reshape(idx, [n]))
-    return [R.grad.take_backward(g, x, idx, axis), no_grad(orig_call.args[1])]
+    # x's shape and dtype only: zeros, so the backward does not keep x (module docstring);
+    # a parameter (an embedding table) is live anyway and needs no zeros of its size
+    is_param = isinstance(x, relax.Var) and ctx.lookup_binding(x) is None
+    like_x = x if is_param else R.zeros(_shape(x), x.ty.dtype)
+    return [R.grad.take_backward(g, like_x, idx, axis), no_grad(orig_call.args[1])]
 
 
 GRADS = {

@@ -10,7 +10,7 @@ checked against torch autograd by ``tests/test_frontend_gradients.py``.
 * ``relax.erf``, ``relax.rsqrt``, ``relax.square``, ``relax.clip``, ``relax.nn.leakyrelu``:
   closed-form derivatives (hit by decomposed norms / activations); ``clip``'s
   reads its output, for the reason given below for relu.
-* ``relax.nn.layer_norm`` and ``relax.nn.batch_norm``: closed form in
+* ``relax.nn.layer_norm``, ``relax.nn.batch_norm`` and ``relax.nn.rms_norm``: closed form in
   :mod:`.norm_grad`, reading only the input and gamma (the norms stay whole
   through ``Gradient`` and are decomposed after it).
 
@@ -233,7 +233,7 @@ _GRADS = {
     "relax.square": _square_grad,
     "relax.clip": _clip_grad,
     "relax.nn.leakyrelu": _leakyrelu_grad,
-    # layer_norm / batch_norm (see norm_grad.py): only when step.py keeps them whole
+    # layer_norm / batch_norm / rms_norm (see norm_grad.py): only when step.py keeps them whole
     # through Gradient; each reads x and gamma only
     **_NORM_GRADS,
     # R.grad.no_grad as a stop-gradient (stop_gradient.py)

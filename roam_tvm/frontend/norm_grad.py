@@ -1,4 +1,6 @@
-"""Closed-form gradients of ``relax.nn.layer_norm`` and ``relax.nn.batch_norm``.
+"""Closed-form gradients of ``relax.nn.layer_norm``, ``relax.nn.batch_norm`` and
+``relax.nn.rms_norm`` (the last folded from its spelled-out form by :mod:`.fuse_rms_norm`;
+see :func:`rms_norm_grad`).
 
 TVM 0.27 registers no gradient for either op; its training flow decomposes them
 (``DecomposeOpsForTraining``) into mean, subtract, variance, sqrt, divide,
@@ -111,6 +113,85 @@ def layer_norm_grad(orig_var, orig_call, output_grad, ctx):
     return [dx, dgamma, dbeta]
 
 
+def rms_norm_grad(orig_var, orig_call, output_grad, ctx):
+    """Gradient of ``R.nn.rms_norm(x, w, axes, epsilon)``, reading only ``x`` and ``w``.
+
+    With ``r = rsqrt(mean_n(x^2) + eps)`` recomputed (a per-row vector) and ``h = dy * w``::
+
+        dx = r * h - x * r^3 * mean_n(h * x)
+        dw = sum_other(dy * x * r)
+
+    PyTorch's autograd of the same formula keeps ``x * r`` besides ``x`` (module
+    :mod:`.fuse_rms_norm`); here nothing activation-sized but ``x`` is read.
+    """
+    x, w = orig_call.args
+    dtype = str(x.ty.dtype)
+    shape = _shape(x)
+    nd = len(shape)
+    axes = sorted(int(a) % nd for a in orig_call.attrs.axes)
+    other = [i for i in range(nd) if i not in axes]
+    count = 1
+    for a in axes:
+        count *= shape[a]
+    eps = float(orig_call.attrs.epsilon)
+    dy = output_grad
+    w_b = ctx.normalize(R.reshape(w, [shape[i] if i in axes else 1 for i in range(nd)]))
+    r = ctx.normalize(R.rsqrt(R.add(R.mean(R.multiply(x, x), axis=axes, keepdims=True),
+                                    _const(eps, dtype))))
+    # mean_n(h * x) * r^3: one per-row vector; h is rebuilt per use so it fuses (module docstring)
+    s = ctx.normalize(R.multiply(
+        R.multiply(R.sum(R.multiply(R.multiply(dy, w_b), x), axis=axes, keepdims=True),
+                   _const(1.0 / count, dtype)),
+        R.multiply(r, R.multiply(r, r))))
+    dx = R.subtract(R.multiply(R.multiply(dy, w_b), r), R.multiply(x, s))
+    dw = _sum_other(R.multiply(dy, R.multiply(x, r)), other, _shape(w))
+    return [dx, dw]
+
+
+def _bound(expr, ctx):
+    """What ``expr`` is bound to in ``ctx``, through var-to-var bindings and items of
+    bound tuples."""
+    while True:
+        if isinstance(expr, relax.Var):
+            value = ctx.lookup_binding(expr)
+        elif isinstance(expr, relax.TupleGetItem):
+            tup = _bound(expr.tuple_value, ctx)
+            value = tup.fields[expr.index] if isinstance(tup, relax.Tuple) else None
+        else:
+            value = None
+        if value is None:
+            return expr
+        expr = value
+
+
+def _is_zeros(expr, ctx) -> bool:
+    value = _bound(expr, ctx)
+    return (isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op)
+            and value.op.name == "relax.zeros")
+
+
+def _first_field_grad(output_grad, ctx):
+    """The adjoint of field 0 of a tuple-valued op's output, without TVM's zero start.
+
+    ``Gradient`` builds a tuple adjoint as ``(zeros + g, zeros, zeros)`` for a batch_norm
+    whose only use is ``bn[0]``: the ``zeros`` becomes a constant of the activation's size
+    (always live, after constant folding) and the ``add`` one more activation-sized tensor
+    in the backward. ``zeros + g`` is ``g`` (same shape and dtype, checked), so the
+    gradient reads ``g``, as PyTorch's ``native_batch_norm_backward`` reads ``grad_out``.
+    """
+    field = _bound(output_grad, ctx)
+    field = field.fields[0] if isinstance(field, relax.Tuple) else relax.TupleGetItem(output_grad, 0)
+    value = _bound(field, ctx)
+    if (isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op)
+            and value.op.name == "relax.add"):
+        a, b = value.args
+        for zero, g in ((a, b), (b, a)):
+            same = (_shape(g) == _shape(value) and str(g.ty.dtype) == str(value.ty.dtype))
+            if same and _is_zeros(zero, ctx):
+                return g
+    return ctx.normalize(field)
+
+
 def batch_norm_grad(orig_var, orig_call, output_grad, ctx):
     """Gradient of ``R.nn.batch_norm`` (training mode: batch statistics; else running ones).
 
@@ -128,7 +209,7 @@ def batch_norm_grad(orig_var, orig_call, output_grad, ctx):
     for a in red:
         count *= shape[a]
     eps = float(attrs.epsilon)
-    dy = ctx.normalize(relax.TupleGetItem(output_grad, 0))
+    dy = _first_field_grad(output_grad, ctx)
     bshape = [shape[i] if i == axis else 1 for i in range(nd)]
     gamma_b = ctx.normalize(R.reshape(gamma, bshape)) if attrs.scale else None
     c_shape = [shape[axis]]
@@ -191,5 +272,6 @@ def share_statistics(func: relax.Function) -> relax.Function:
 
 GRADS = {
     "relax.nn.layer_norm": layer_norm_grad,
+    "relax.nn.rms_norm": rms_norm_grad,
     "relax.nn.batch_norm": batch_norm_grad,
 }
