@@ -38,6 +38,7 @@ from tvm.relax.op.grad import no_grad
 
 from .grad_fixes import GRADS as _FIXED_GRADS
 from .grad_index import GRADS as _INDEX_GRADS
+from .grad_movement import GRADS as _MOVEMENT_GRADS
 from .grad_nn import GRADS as _NN_GRADS
 from .norm_grad import GRADS as _NORM_GRADS
 from .stop_gradient import GRADS as _STOP_GRADS
@@ -251,6 +252,8 @@ _GRADS = {
     # pad, group_norm, nearest resize2d (grad_nn.py); index_put, scatter, topk (grad_index.py)
     **_NN_GRADS,
     **_INDEX_GRADS,
+    # flip (grad_movement.py)
+    **_MOVEMENT_GRADS,
 }
 
 

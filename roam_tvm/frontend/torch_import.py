@@ -22,6 +22,7 @@ from .errors import FrontendError, ImportError_, TraceError, UnsupportedError
 from .losses import make_loss_fn
 from .optim import SGD, Optimizer, as_optimizer
 from .frozen import check_trainable, split_frozen
+from .hf_experts import exportable_experts
 from .amp import autocast, check_precision, unscaling, warn_adam_eps, with_loss_scale
 from .precision import mixed_norm, to_numpy
 from .step import BNSpec, TrainingStep, _Progress, _attrs_dict, build_train_step
@@ -224,7 +225,7 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy", optimizer: 
         cfg.use_cache = False
     progress("torch.export")
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), exportable_experts(model):
             warnings.simplefilter("ignore")
             ds = dynamic_shapes
             if ds is not None:  # one spec per input, then per target; the wrapper takes *args

@@ -1,0 +1,121 @@
+"""Models outside the zoo and outside roam_tvm/zoo/families.py, as a user would bring them
+(the hidden breadth check of issue 13): each once broke the import. Tiny sizes, random
+weights; each step is checked against PyTorch's own (F.cross_entropy's convention)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+tvm = pytest.importorskip("tvm")
+
+from roam_tvm.frontend import SGD, Adam, from_torch  # noqa: E402
+from test_numerics import compare_step  # noqa: E402
+
+F = torch.nn.functional
+
+
+class FlipNet(torch.nn.Module):
+    """A linear layer, then its output reversed along two axes and mixed with itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(6, 6)
+        self.l2 = torch.nn.Linear(6, 3)
+
+    def forward(self, x):  # x: (2, 5, 6)
+        h = self.l1(x)
+        return self.l2(torch.flip(h, [1]) * h + torch.flip(h, [2])).mean(1)
+
+
+def test_flip_gradient_float64():
+    torch.manual_seed(0)
+    m = FlipNet().double()
+    x = torch.randn(2, 5, 6, dtype=torch.float64)
+    compare_step(m, (x,), (torch.tensor([0, 2]),), "cross_entropy", SGD(lr=1.0),
+                 dtype="float64")
+
+
+class BiLSTMTagger(torch.nn.Module):
+    """Bidirectional LSTM (the reverse direction is a ``flip``), per-step [B, C, T] logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = torch.nn.LSTM(4, 6, 1, batch_first=True, bidirectional=True)
+        self.fc = torch.nn.Linear(12, 3)
+
+    def forward(self, x):
+        return self.fc(self.rnn(x)[0]).transpose(1, 2)
+
+
+@pytest.mark.slow  # 30 s on 2 shared cores
+def test_bidirectional_lstm_tagger():
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    m = BiLSTMTagger()
+    x, y = torch.randn(2, 4, 4, generator=g), torch.randint(0, 3, (2, 4), generator=g)
+    ts = from_torch(m, (x,), (y,), loss="cross_entropy", optimizer=Adam(lr=1e-3), quiet=True)
+    compare_step(m, (x,), (y,), lambda out, t: F.cross_entropy(out, t), Adam(lr=1e-3), ts=ts)
+
+
+def _hf_moe(kind):
+    tf = pytest.importorskip("transformers")
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    torch.manual_seed(0)
+    common = dict(vocab_size=32, hidden_size=16, intermediate_size=24, num_hidden_layers=1,
+                  num_attention_heads=2, num_key_value_heads=1, use_cache=False,
+                  attn_implementation="eager", attention_dropout=0.0,
+                  output_router_logits=False)
+    if kind == "mixtral":
+        cfg = tf.MixtralConfig(num_local_experts=3, num_experts_per_tok=2, **common)
+        return tf.MixtralForCausalLM(cfg)
+    cfg = tf.Qwen2MoeConfig(num_experts=3, num_experts_per_tok=2, moe_intermediate_size=12,
+                            shared_expert_intermediate_size=16, decoder_sparse_step=1,
+                            mlp_only_layers=[], **common)
+    return tf.Qwen2MoeForCausalLM(cfg)
+
+
+class _Logits(torch.nn.Module):
+    def __init__(self, hf):
+        super().__init__()
+        self.hf = hf
+
+    def forward(self, ids):
+        return self.hf(input_ids=ids).logits
+
+
+@pytest.mark.slow  # 70-100 s each on 2 shared cores
+@pytest.mark.parametrize("kind", ["mixtral", "qwen2_moe"])
+def test_hf_moe_default_experts_import_and_match(kind):
+    """transformers' default experts ("grouped_mm": histc + torch._grouped_mm) have no TVM
+    converter; the import switches to the static "batched_mm" form for the export only."""
+    hf = _hf_moe(kind)
+    before = hf.config._experts_implementation
+    m = _Logits(hf)
+    g = torch.Generator().manual_seed(0)
+    ids, y = torch.randint(0, 32, (2, 5), generator=g), torch.randint(0, 32, (2, 5), generator=g)
+    ts = from_torch(m, (ids,), (y,), loss="cross_entropy", optimizer=Adam(lr=1e-3), quiet=True)
+    assert hf.config._experts_implementation == before  # the user's choice is restored
+    # the reference: PyTorch's step with transformers' "eager" experts (a loop over the
+    # experts that index_add their tokens back; grouped_mm has no float64 kernel)
+    hf.set_experts_implementation("eager")
+    compare_step(m, (ids,), (y,), "cross_entropy", Adam(lr=1e-3), ts=ts)
+
+
+def test_hf_moe_exports_without_ragged_ops():
+    """Fast: within ``exportable_experts`` the export has neither ``histc`` nor a grouped
+    matmul, and the user's experts implementation comes back afterwards."""
+    from roam_tvm.frontend.hf_experts import exportable_experts
+
+    hf = _hf_moe("mixtral")
+    before = hf.config._experts_implementation
+    ids = torch.randint(0, 32, (2, 5))
+    with exportable_experts(hf):
+        assert hf.config._experts_implementation == "batched_mm"
+        ep = torch.export.export(_Logits(hf), (ids,), strict=False)
+    assert hf.config._experts_implementation == before
+    targets = {str(n.target) for n in ep.graph.nodes
+               if n.op == "call_function"}
+    assert not [t for t in targets if "histc" in t or "grouped_mm" in t], sorted(targets)
