@@ -15,8 +15,10 @@ from test_numerics import compare_step  # noqa: E402
 F = torch.nn.functional
 
 
-class FlipNet(torch.nn.Module):
-    """A linear layer, then its output reversed along two axes and mixed with itself."""
+class FlipOneHotNet(torch.nn.Module):
+    """A linear layer; its output reversed along two axes (``flip``: no TVM gradient) and
+    masked by a top-1 ``one_hot`` routing (its decomposition asserts the classes' range at
+    run time, which made TVM's importer build an impure function)."""
 
     def __init__(self):
         super().__init__()
@@ -25,12 +27,13 @@ class FlipNet(torch.nn.Module):
 
     def forward(self, x):  # x: (2, 5, 6)
         h = self.l1(x)
-        return self.l2(torch.flip(h, [1]) * h + torch.flip(h, [2])).mean(1)
+        route = F.one_hot(h.argmax(-1), 6).to(h.dtype)
+        return self.l2(torch.flip(h, [1]) * h + torch.flip(h, [2]) * route).mean(1)
 
 
-def test_flip_gradient_float64():
+def test_flip_and_one_hot_float64():
     torch.manual_seed(0)
-    m = FlipNet().double()
+    m = FlipOneHotNet().double()
     x = torch.randn(2, 5, 6, dtype=torch.float64)
     compare_step(m, (x,), (torch.tensor([0, 2]),), "cross_entropy", SGD(lr=1.0),
                  dtype="float64")

@@ -23,6 +23,7 @@ from .losses import make_loss_fn
 from .optim import SGD, Optimizer, as_optimizer
 from .frozen import check_trainable, split_frozen
 from .hf_experts import exportable_experts
+from .ep_asserts import decompose_without_asserts
 from .amp import autocast, check_precision, unscaling, warn_adam_eps, with_loss_scale
 from .precision import mixed_norm, to_numpy
 from .step import BNSpec, TrainingStep, _Progress, _attrs_dict, build_train_step
@@ -427,8 +428,10 @@ def _import_ep(ep, meta):
     from tvm.relax.frontend import detach_params
     from tvm.relax.frontend.torch import from_exported_program
 
+    ep, decomposed = decompose_without_asserts(ep)
     with _patched_importer(ep, meta):
-        mod = from_exported_program(ep, run_ep_decomposition=True, keep_params_as_input=True,
+        mod = from_exported_program(ep, run_ep_decomposition=not decomposed,
+                                    keep_params_as_input=True,
                                     unwrap_unit_return_tuple=True,
                                     custom_convert_map=CONVERTERS)
     mod, _ = detach_params(mod)
