@@ -122,3 +122,20 @@ def test_hf_moe_exports_without_ragged_ops():
     targets = {str(n.target) for n in ep.graph.nodes
                if n.op == "call_function"}
     assert not [t for t in targets if "histc" in t or "grouped_mm" in t], sorted(targets)
+
+
+def test_pytorch_simulation_of_hf_moe():
+    """The simulated PyTorch baseline runs HF MoE layers too (grouped_mm has no float32
+    fake-tensor kernel): a peak above the parameters and Adam's states, and the model's own
+    experts implementation untouched."""
+    from roam_tvm.report.pytorch_peak import simulate_eager_step
+    from roam_tvm.zoo.spec import ModelSpec, OptimizerConfig
+
+    hf = _hf_moe("mixtral")
+    before = hf.config._experts_implementation
+    ids = torch.randint(0, 32, (2, 5))
+    spec = ModelSpec("mixtral", _Logits(hf), (ids,), (ids,), optimizer=OptimizerConfig("adam"))
+    peak = simulate_eager_step(spec)["peak_bytes"]
+    params = sum(p.numel() * p.element_size() for p in hf.parameters())
+    assert peak > 3 * params
+    assert hf.config._experts_implementation == before
