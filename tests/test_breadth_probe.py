@@ -139,3 +139,31 @@ def test_pytorch_simulation_of_hf_moe():
     params = sum(p.numel() * p.element_size() for p in hf.parameters())
     assert peak > 3 * params
     assert hf.config._experts_implementation == before
+
+
+class ConvNet(torch.nn.Module):
+    """Conv1d (stride, dilation, groups) and ConvTranspose2d (stride 2, output_padding, groups):
+    neither has a gradient in TVM 0.27; a dilated Conv2d, whose TVM gradient fails."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv1d(4, 6, 3, stride=2, padding=2, dilation=2, groups=2)
+        self.up = torch.nn.ConvTranspose2d(6, 4, 3, stride=2, padding=1, output_padding=1,
+                                           groups=2)
+        self.dilated = torch.nn.Conv2d(4, 4, 3, padding=2, dilation=2)
+        self.up2 = torch.nn.ConvTranspose2d(4, 2, 2, stride=2)
+        self.fc = torch.nn.Linear(2 * 12 * 12 + 6 * 3, 3)
+
+    def forward(self, x):  # x: (2, 4, 6)
+        h = torch.tanh(self.c1(x))  # (2, 6, 3)
+        img = torch.relu(self.up(h[:, :, :, None] * h[:, :, None, :]))  # (2, 4, 6, 6)
+        img = self.up2(torch.tanh(self.dilated(img)))  # (2, 2, 12, 12)
+        return self.fc(torch.cat([img.flatten(1), h.flatten(1)], 1))
+
+
+def test_conv1d_and_conv_transpose_gradients_float64():
+    torch.manual_seed(0)
+    m = ConvNet().double()
+    x = torch.randn(2, 4, 6, dtype=torch.float64)
+    compare_step(m, (x,), (torch.tensor([0, 2]),), "cross_entropy", SGD(lr=1.0),
+                 dtype="float64")
