@@ -167,3 +167,28 @@ def test_conv1d_and_conv_transpose_gradients_float64():
     x = torch.randn(2, 4, 6, dtype=torch.float64)
     compare_step(m, (x,), (torch.tensor([0, 2]),), "cross_entropy", SGD(lr=1.0),
                  dtype="float64")
+
+
+class ExtremeNet(torch.nn.Module):
+    """amax / amin over some dims (no TVM converter) and max() over all (no TVM gradient),
+    with a tie the gradient splits evenly, as PyTorch's does."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(6, 6)
+        self.l2 = torch.nn.Linear(6, 3)
+
+    def forward(self, x):  # x: (2, 4, 6)
+        h = self.l1(x)
+        top = h[:, :1] + 100.0
+        tie = torch.cat([top, top, h[:, 2:]], 1)  # rows 0 and 1 equal, and the max
+        pooled = tie.amax(1) + h.amin((1,), keepdim=True)[:, 0] * h.max()
+        return self.l2(pooled)
+
+
+def test_amax_amin_max_gradients_float64():
+    torch.manual_seed(0)
+    m = ExtremeNet().double()
+    x = torch.randn(2, 4, 6, dtype=torch.float64)
+    compare_step(m, (x,), (torch.tensor([0, 2]),), "cross_entropy", SGD(lr=1.0),
+                 dtype="float64")

@@ -40,6 +40,7 @@ from .grad_fixes import GRADS as _FIXED_GRADS
 from .grad_index import GRADS as _INDEX_GRADS
 from .grad_movement import GRADS as _MOVEMENT_GRADS
 from .grad_conv import FIXED_GRADS as _CONV_FIXED, GRADS as _CONV_GRADS
+from .grad_reduce import GRADS as _REDUCE_GRADS
 from .grad_nn import GRADS as _NN_GRADS
 from .norm_grad import GRADS as _NORM_GRADS
 from .stop_gradient import GRADS as _STOP_GRADS
@@ -255,9 +256,10 @@ _GRADS = {
     # pad, group_norm, nearest resize2d (grad_nn.py); index_put, scatter, topk (grad_index.py)
     **_NN_GRADS,
     **_INDEX_GRADS,
-    # flip (grad_movement.py); conv1d, conv2d_transpose (grad_conv.py)
+    # flip (grad_movement.py); conv1d, conv2d_transpose (grad_conv.py); max, min (grad_reduce.py)
     **_MOVEMENT_GRADS,
     **_CONV_GRADS,
+    **_REDUCE_GRADS,
 }
 
 
