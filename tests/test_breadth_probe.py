@@ -171,7 +171,8 @@ def test_conv1d_and_conv_transpose_gradients_float64():
 
 class ExtremeNet(torch.nn.Module):
     """amax / amin over some dims (no TVM converter) and max() over all (no TVM gradient),
-    with a tie the gradient splits evenly, as PyTorch's does."""
+    with a tie the gradient splits evenly, as PyTorch's does; adaptive_avg_pool2d (no TVM
+    gradient)."""
 
     def __init__(self):
         super().__init__()
@@ -183,10 +184,14 @@ class ExtremeNet(torch.nn.Module):
         top = h[:, :1] + 100.0
         tie = torch.cat([top, top, h[:, 2:]], 1)  # rows 0 and 1 equal, and the max
         pooled = tie.amax(1) + h.amin((1,), keepdim=True)[:, 0] * h.max()
-        return self.l2(pooled)
+        # adaptive average pooling to 3x4 from 4x6 (rows overlap) and to 2x3 (they do not)
+        img = (h[:, :, None, :] * pooled[:, None, :, None]).reshape(2, 6, 4, 6)
+        pools = (F.adaptive_avg_pool2d(img, (3, 4)).sum((2, 3))
+                 + F.adaptive_avg_pool2d(img, (2, 3)).amax((2, 3)))
+        return self.l2(pooled + pools)
 
 
-def test_amax_amin_max_gradients_float64():
+def test_amax_amin_max_adaptive_pool_gradients_float64():
     torch.manual_seed(0)
     m = ExtremeNet().double()
     x = torch.randn(2, 4, 6, dtype=torch.float64)

@@ -256,7 +256,8 @@ _GRADS = {
     # pad, group_norm, nearest resize2d (grad_nn.py); index_put, scatter, topk (grad_index.py)
     **_NN_GRADS,
     **_INDEX_GRADS,
-    # flip (grad_movement.py); conv1d, conv2d_transpose (grad_conv.py); max, min (grad_reduce.py)
+    # flip (grad_movement.py); conv1d, conv2d_transpose (grad_conv.py); max, min,
+    # adaptive_avg_pool2d (grad_reduce.py)
     **_MOVEMENT_GRADS,
     **_CONV_GRADS,
     **_REDUCE_GRADS,
