@@ -197,3 +197,27 @@ def test_amax_amin_max_adaptive_pool_gradients_float64():
     x = torch.randn(2, 4, 6, dtype=torch.float64)
     compare_step(m, (x,), (torch.tensor([0, 2]),), "cross_entropy", SGD(lr=1.0),
                  dtype="float64")
+
+
+class BilinearNet(torch.nn.Module):
+    """Bilinear upsampling, align_corners False and True, and a non-integer size; nearest too."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = torch.nn.Conv2d(2, 2, 3, padding=1)
+        self.fc = torch.nn.Linear(8 * 8 + 7 * 5 + 6 * 6, 3)
+
+    def forward(self, x):  # x: (2, 2, 4, 3)
+        h = torch.tanh(self.c(x))
+        up = [F.interpolate(h, size=(8, 8), mode="bilinear", align_corners=False),
+              F.interpolate(h, size=(7, 5), mode="bilinear", align_corners=True),
+              F.interpolate(h[:, :, :3], scale_factor=2.0, mode="nearest")]
+        return self.fc(torch.cat([u.sum(1).flatten(1) for u in up], 1))
+
+
+def test_bilinear_resize_gradient_float32():
+    """float32: TVM's resize2d rounds float64 through float32 (see test_grad_ops)."""
+    torch.manual_seed(0)
+    m = BilinearNet()
+    x = torch.randn(2, 2, 4, 3)
+    compare_step(m, (x,), (torch.tensor([0, 2]),), "cross_entropy", SGD(lr=0.1))

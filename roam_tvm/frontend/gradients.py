@@ -41,6 +41,7 @@ from .grad_index import GRADS as _INDEX_GRADS
 from .grad_movement import GRADS as _MOVEMENT_GRADS
 from .grad_conv import FIXED_GRADS as _CONV_FIXED, GRADS as _CONV_GRADS
 from .grad_reduce import GRADS as _REDUCE_GRADS
+from .grad_resize import GRADS as _RESIZE_GRADS
 from .grad_nn import GRADS as _NN_GRADS
 from .norm_grad import GRADS as _NORM_GRADS
 from .stop_gradient import GRADS as _STOP_GRADS
@@ -261,6 +262,8 @@ _GRADS = {
     **_MOVEMENT_GRADS,
     **_CONV_GRADS,
     **_REDUCE_GRADS,
+    # resize2d: bilinear here, nearest passed on to grad_nn's (grad_resize.py)
+    **_RESIZE_GRADS,
 }
 
 
