@@ -1,6 +1,11 @@
-"""Models outside the zoo and outside roam_tvm/zoo/families.py, as a user would bring them
-(the hidden breadth check of issue 13): each once broke the import. Tiny sizes, random
-weights; each step is checked against PyTorch's own (F.cross_entropy's convention)."""
+"""What models outside the zoo and outside roam_tvm/zoo/families.py needed (issue 13's
+breadth check, run as ``roam-tvm compare --model file.py:factory``): each case here broke the
+import of such a model, until fixed. A bidirectional LSTM (``flip``), Switch-style top-1
+routing (``one_hot``'s run-time asserts), transformers' Mixtral / Qwen2-MoE (their default
+``grouped_mm`` experts), a TCN (``conv1d``, dilation, ``amax``), a U-Net decoder
+(``ConvTranspose2d``, bilinear upsampling, ``AdaptiveAvgPool2d``). Tiny sizes, random
+weights; each step is checked against PyTorch's own, the gradients in float64 where TVM
+builds the ops in float64."""
 
 from __future__ import annotations
 
