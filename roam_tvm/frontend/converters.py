@@ -10,6 +10,8 @@
   per element of ``v``, for each dimension) would do the same, but are kept for the backward
   and folded into constants that live for the whole step.
 * ``scatter_add`` (no converter in TVM 0.27): ``scatter_elements`` with ``reduction="add"``.
+* ``amax`` / ``amin`` (no converter in TVM 0.27): ``max`` / ``min`` over the given dims
+  (all of them when none is given), ``keepdim`` kept.
 * ``select`` with a negative index (``out[:, -1]``): TVM emits ``take(x, -1, mode="fast")``,
   which reads before the start of the axis (garbage in an RNN classifier's last step). The
   index is taken modulo the axis length.
@@ -94,5 +96,17 @@ def _scatter_add(node, importer):
         R.scatter_elements(x, index, src, axis=int(dim), reduction="add"))
 
 
+def _reduce_extreme(reduce):
+    def convert(node, importer):
+        x = importer.env[node.args[0]]
+        dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", [])
+        keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        axis = [int(d) for d in dims] if dims else None  # amax(x) / amax(x, []): every dim
+        return importer.block_builder.emit(reduce(x, axis=axis, keepdims=bool(keep)))
+
+    return convert
+
+
 CONVERTERS = {"index_put.default": _index_put, "index_put_.default": _index_put,
-              "select.int": _select, "scatter_add.default": _scatter_add}
+              "select.int": _select, "scatter_add.default": _scatter_add,
+              "amax.default": _reduce_extreme(R.max), "amin.default": _reduce_extreme(R.min)}

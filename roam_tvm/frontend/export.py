@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 from .amp import autocast
 from .errors import FrontendError, TraceError, UnsupportedError
+from .hf_experts import exportable_experts
 
 
 def first_output(out: Any):
@@ -102,7 +103,7 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
     # one spec per input, then per target; the wrapper takes *args
     ds = (tuple(dynamic_shapes),) if dynamic_shapes is not None else None
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), exportable_experts(model):
             warnings.simplefilter("ignore")
             return torch.export.export(wrapped, example_inputs + targets, strict=False,
                                        dynamic_shapes=ds)

@@ -37,6 +37,10 @@ from tvm.relax.op.grad import no_grad
 
 from .grad_fixes import GRADS as _FIXED_GRADS
 from .grad_index import GRADS as _INDEX_GRADS
+from .grad_movement import GRADS as _MOVEMENT_GRADS
+from .grad_conv import FIXED_GRADS as _CONV_FIXED, GRADS as _CONV_GRADS
+from .grad_reduce import GRADS as _REDUCE_GRADS
+from .grad_resize import GRADS as _RESIZE_GRADS
 from .grad_nn import GRADS as _NN_GRADS
 from .norm_grad import GRADS as _NORM_GRADS
 from .stop_gradient import GRADS as _STOP_GRADS
@@ -196,6 +200,8 @@ _OUTPUT_BASED = {"relax.nn.relu": _relu_grad_from_output}
 # swapped in with them: TVM's where / concat / split / cumsum / take gradients, fixed
 # (grad_fixes.py)
 _SWAPPED = {**_OUTPUT_BASED, **_FIXED_GRADS}
+# and conv2d's, right for dilated convolutions too (grad_conv.py)
+_SWAPPED.update(_CONV_FIXED)
 
 
 @contextlib.contextmanager
@@ -242,6 +248,13 @@ _GRADS = {
     # (grad_index.py)
     **_NN_GRADS,
     **_INDEX_GRADS,
+    # flip (grad_movement.py); conv1d, conv2d_transpose (grad_conv.py); max, min,
+    # adaptive_avg_pool2d (grad_reduce.py)
+    **_MOVEMENT_GRADS,
+    **_CONV_GRADS,
+    **_REDUCE_GRADS,
+    # resize2d: bilinear here, nearest passed on to grad_nn's (grad_resize.py)
+    **_RESIZE_GRADS,
 }
 
 

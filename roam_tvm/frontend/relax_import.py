@@ -10,6 +10,7 @@ import tvm
 from tvm import relax
 
 from .converters import CONVERTERS
+from .ep_asserts import decompose_without_asserts
 from .errors import FrontendError, ImportError_
 from .precision import mixed_norm
 from .torch_params import is_meta
@@ -83,8 +84,9 @@ def _import_ep(ep, meta: bool) -> tvm.IRModule:
     from tvm.relax.frontend import detach_params
     from tvm.relax.frontend.torch import from_exported_program
 
+    ep, decomposed = decompose_without_asserts(ep)  # torch's run-time value checks out
     with _patched_importer(ep, meta):
-        mod = from_exported_program(ep, run_ep_decomposition=True, keep_params_as_input=True,
+        mod = from_exported_program(ep, run_ep_decomposition=not decomposed, keep_params_as_input=True,
                                     unwrap_unit_return_tuple=True,
                                     custom_convert_map=CONVERTERS)
     mod, _ = detach_params(mod)

@@ -172,6 +172,7 @@ def _run_step(wrapped, args, opt, marks: Optional[dict] = None, rec: Optional[_R
 
 def simulate_eager_step(spec, foreach: bool = False) -> Dict[str, Any]:
     """Simulated peak of the eager step (see the module docstring). Works on meta models (GPT2-XL)."""
+    from roam_tvm.frontend.hf_experts import exportable_experts
     from roam_tvm.zoo import LossWrapper, torch_optimizer
 
     t0 = time.perf_counter()
@@ -188,7 +189,9 @@ def simulate_eager_step(spec, foreach: bool = False) -> Dict[str, Any]:
     opt = torch_optimizer(spec.optimizer, params, foreach=foreach)
 
     rec = _Recorder()
-    with fake_mode, rec:
+    # HF MoE layers run the experts form the step is imported with ("batched_mm"): the default
+    # grouped_mm has no float32 fake-tensor kernel, and the eager loop depends on the data
+    with fake_mode, rec, exportable_experts(model):
         _run_step(wrapped, args, opt)  # warm-up (not recorded): creates the optimizer states
         persistent_tensors = {
             "params": list(model.parameters()),
