@@ -65,3 +65,24 @@ def test_values_unchanged_and_fuse_ops_keeps_the_links_apart():
     fused = tvm.transform.Sequential([relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
                                       relax.transform.FuseOps(), relax.transform.FuseTIR()])(after)
     assert fused["main"].script().count("R.call_tir_inplace") == 2
+
+
+@tvm.script.ir_module
+class FromConstants:
+    @R.function
+    def main(x: R.Tensor((2, 2), "int64")):
+        with R.dataflow():
+            c = R.ones(R.shape([2, 2]), "int64")
+            s1 = R.add(c, c)        # constants only: FoldConstant makes every link a constant
+            s2 = R.add(s1, c)
+            s3 = R.add(s2, c)
+            y = R.add(s3, x)
+            R.output(y)
+        return y
+
+
+def test_sums_of_constants_are_never_written_in_place():
+    assert find_accumulations(FromConstants["main"]) == {}
+    args = [np.ones((2, 2), dtype="int64")]
+    after = AccumulateInPlace()(FromConstants)
+    np.testing.assert_array_equal(_run(after, args), _run(FromConstants, args))

@@ -16,11 +16,12 @@ computed. The association order of the sum is unchanged, so the values are the s
 A link is rewritten only when it is safe to write into its accumulator: the accumulator is
 the result of the previous add of the chain (so a fresh tensor, not a parameter or a view),
 read by nothing else, and accumulator, contribution and sum have one static shape and dtype
-(no broadcasting).
+(no broadcasting), and it depends on the function's inputs (what is computed from constants
+alone becomes a constant in FoldConstant, and a constant is never written).
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Set, Tuple
 
 import tvm
 from tvm import relax
@@ -70,9 +71,27 @@ def _use_counts(func: relax.Function) -> Dict[relax.Var, int]:
     return counts
 
 
+def _input_dependent(func: relax.Function) -> Set[relax.Var]:
+    """Variables whose value depends on a parameter of ``func``.
+
+    The others are computed from constants alone, and FoldConstant turns them into constants
+    later in the pipeline: an in-place add must never write into one of those.
+    """
+    dependent: Set[relax.Var] = set(func.params)
+    for block in func.body.blocks:
+        for b in block.bindings:
+            found = []
+            relax.analysis.post_order_visit(
+                b.value, lambda node: found.append(node) if node in dependent else None)
+            if found:
+                dependent.add(b.var)
+    return dependent
+
+
 def find_accumulations(func: relax.Function) -> Dict[relax.Call, int]:
     """The adds of ``func`` to rewrite in place: the add call -> index of its accumulator arg."""
     counts = _use_counts(func)
+    dependent = _input_dependent(func)
     adds = {}
     for block in func.body.blocks:
         if not isinstance(block, relax.DataflowBlock):
@@ -86,7 +105,7 @@ def find_accumulations(func: relax.Function) -> Dict[relax.Call, int]:
         if key is None or any(_tensor_key(a) != key for a in call.args):
             continue
         for i, acc in enumerate(call.args):
-            if acc in adds and counts.get(acc, 0) == 1:
+            if acc in adds and counts.get(acc, 0) == 1 and acc in dependent:
                 chosen[call] = i
                 break
     return chosen
