@@ -121,6 +121,35 @@ def test_twenty_budgets_fit_exactly_and_monotone(make):
     assert costs[-1] == 0  # the unbudgeted peak needs no recomputation
 
 
+@pytest.mark.parametrize("make", GRAPHS, ids=range(len(GRAPHS)))
+def test_predicted_peak_of_every_candidate_matches_the_built_state(make):
+    # The planner weighs candidates by an incremental peak; here every candidate
+    # of the first states on the path is built and simulated from scratch.
+    from roam_tvm.remat.delta import Frame, move_peak, plan_move
+    from roam_tvm.remat.moves import Context, split
+    from roam_tvm.remat.state import interval_arrays
+
+    planner = RematPlanner(make())
+    planner.floor()
+    checked = 0
+    for st, lv in list(zip(planner.states, planner.lives))[:6]:
+        ctx = Context(st, lv)
+        arr = interval_arrays(st)
+        fr = Frame(ctx, arr["first"], arr["last"], arr["size"], arr["alloc"], arr["ws"], lv.profile)
+        for r, s in planner._candidates(ctx):
+            for chain in (False, True):
+                mv = plan_move(ctx, r, s, chain)
+                nst = split(ctx, r, s, planner.costs, chain)
+                assert (mv is None) == (nst is None)
+                if mv is None:
+                    continue
+                assert len(nst.ops) == len(st.ops) + len(mv.src)
+                ref = sim_peak(nst.ops, nst.tensors, nst.order)
+                assert move_peak(fr, mv, arr["base"])[0] == ref, (r, s, chain)
+                checked += 1
+    assert checked
+
+
 def test_recomputation_lowers_the_peak_on_training_graphs():
     for seed in range(4):
         g = random_training_graph(60, seed, updates=seed % 2 == 0)
