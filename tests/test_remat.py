@@ -339,3 +339,22 @@ def test_the_core_does_not_import_tvm():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=root), cwd=root)
     assert p.stdout.split() == ["False", "False"], p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("make", GRAPHS[:4], ids=range(4))
+def test_lp_bound_is_below_every_plan_and_zero_at_the_top(make):
+    from roam_tvm.remat.lp_bound import RelaxedBound
+
+    g = make()
+    planner = RematPlanner(g)
+    bound = RelaxedBound(g, planner.base_order, planner.costs)
+    top, floor = planner.unbudgeted_peak, planner.floor().bytes
+    assert bound.overhead(top) == 0.0
+    lows = []
+    for b in [floor + (top - floor) * k // 5 for k in range(5)]:
+        plan = planner.plan(b)
+        low = bound.overhead(b)
+        assert low is not None and low <= plan.overhead + 1e-9, (b, low, plan.overhead)
+        lows.append(low)
+    assert lows[0] > 0  # the floor is below the unbudgeted peak: something must be recomputed
+    assert all(lows[k + 1] <= lows[k] + 1e-12 for k in range(4))  # a larger budget never needs more
