@@ -131,6 +131,7 @@ class RematPlanner:
         self.lives = [liveness(st)]
         self.done = False
         self.seconds = 0.0
+        self.state_seconds = [0.0]  # search seconds spent when each path state was reached
         self.lower_bound = lower_bound(g)
         self.measured: dict[int, int] = {}  # path index -> measured peak (see ``plan``)
 
@@ -142,6 +143,13 @@ class RematPlanner:
     # ------------------------------------------------------------------ path
     def _step(self) -> bool:
         """Add the next state to the path; False when nothing improves."""
+        t0 = time.perf_counter()
+        grew = self._step_once()
+        if grew:
+            self.state_seconds.append(self.state_seconds[-1] + time.perf_counter() - t0)
+        return grew
+
+    def _step_once(self) -> bool:
         st, lv = self.states[-1], self.lives[-1]
         ctx = Context(st, lv)
         arr = interval_arrays(st)
