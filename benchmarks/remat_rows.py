@@ -49,7 +49,8 @@ def plan_one(prep: dict, budget: int, bound) -> dict:
     try:
         plan = planner.plan(budget)
     except BudgetError as e:
-        return {"budget_bytes": budget, "error": str(e), "floor_bytes": planner.floor().bytes}
+        return {"budget_bytes": budget, "error": str(e), "floor_bytes": planner.floor().bytes,
+                "lower_bound_bytes": planner.lower_bound, "largest_op": largest_op(prep["g"])}
     over = plan.report["overheads"]
     low = bound.overhead(budget)
     return {"budget_bytes": budget, "fraction_of_unbudgeted": budget / planner.unbudgeted_peak,
@@ -58,6 +59,16 @@ def plan_one(prep: dict, budget: int, bound) -> dict:
             "lp_bound_time": low, "gap_time": None if low is None else over["roofline"] - low,
             "plan_seconds": planner.state_seconds[plan.report["path_index"]],
             "query_seconds": time.perf_counter() - t, "truncated": planner.truncated}
+
+
+def largest_op(g) -> dict:
+    """The op whose inputs, outputs and workspace are largest (what sets the lower bound)."""
+    def foot(op):
+        return sum(g.tensors[t].size for t in dict.fromkeys((*op.inputs, *op.outputs))) + op.workspace
+
+    op = max(g.ops, key=foot)
+    return {"name": op.name, "bytes": foot(op),
+            "tensors": [[g.tensors[t].name, g.tensors[t].size] for t in dict.fromkeys((*op.inputs, *op.outputs))]}
 
 
 def plan_row(prep: dict, n_budgets: int) -> dict:
