@@ -2,10 +2,10 @@
 
 Usage::
 
-    python benchmarks/remat.py [--models mlp,cnn,resnet18,resnet50:batch=184] [--small] [--budgets 20]
+    python benchmarks/remat.py [--models mlp,cnn,resnet18,resnet50:batch=184:image=224] [--small] [--budgets 20]
                                [--targets] [--target cuda] [--out benchmarks/results/remat.json]
 
-Per model (``name`` or ``name:batch=B,seq=S,image=I``): import (``load_step``),
+Per model (``name`` or ``name:batch=B:seq=S:image=I``): import (``load_step``),
 dispatch/legalize/fuse (``schedule_for``), ``RoamOrder`` (roam's unbudgeted
 order), extract the call_tir-level graph, estimate each kernel's FLOPs from
 its TIR, then plan recomputation with the H100 roofline cost model for
@@ -44,20 +44,20 @@ from remat_rows import baselines, plan_row, prepare  # noqa: E402
 
 GIB = 1 << 30
 TARGETS = [  # (model spec, budget kind, value, overhead limit)
-    ("resnet50:batch=184,image=224", "pytorch", 0.53, 0.04),
-    ("resnet50:batch=184,image=224", "pytorch", 0.40, 0.07),
-    ("resnet50:batch=184,image=224", "pytorch", 0.33, 0.10),
-    ("gpt2-small:batch=24,seq=1024", "roam:gpt2-small:batch=8,seq=1024", 1.0, 0.06),
-    ("gpt2-xl-paper:batch=8,seq=1024", "bytes", 80 * GIB, 0.05),
-    ("gpt2-xl-paper:batch=16,seq=1024", "bytes", 80 * GIB, 0.30),
+    ("resnet50:batch=184:image=224", "pytorch", 0.53, 0.04),
+    ("resnet50:batch=184:image=224", "pytorch", 0.40, 0.07),
+    ("resnet50:batch=184:image=224", "pytorch", 0.33, 0.10),
+    ("gpt2-small:batch=24:seq=1024", "roam:gpt2-small:batch=8:seq=1024", 1.0, 0.06),
+    ("gpt2-xl-paper:batch=8:seq=1024", "bytes", 80 * GIB, 0.05),
+    ("gpt2-xl-paper:batch=16:seq=1024", "bytes", 80 * GIB, 0.30),
 ]
 
 
 def parse_model(text: str) -> tuple[str, dict]:
-    """``'name:batch=8,seq=16'`` -> ``('name', {'batch': 8, 'seq': 16})``."""
-    name, _, rest = text.partition(":")
+    """``'name:batch=8:seq=16'`` -> ``('name', {'batch': 8, 'seq': 16})``."""
+    name, *rest = text.split(":")
     sizes = {}
-    for kv in filter(None, rest.split(",")):
+    for kv in filter(None, rest):
         k, _, v = kv.partition("=")
         if k not in ("batch", "seq", "image") or not v.isdigit():
             raise SystemExit(f"bad model size {kv!r} in {text!r}: use batch=, seq= or image= with an integer")
