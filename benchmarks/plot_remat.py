@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         _panel(ax, m, [t for t in rep.get("targets", []) if t["model"] == key])
     for ax in list(axes.flat)[len(models):]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=7)
+    for ax in list(axes.flat)[:len(models)]:
+        ax.legend(fontsize=6)
     fig.suptitle("peak vs recomputation overhead", fontsize=10)
     fig.tight_layout()
     fig.savefig(args.out, dpi=120)
