@@ -121,6 +121,35 @@ def test_twenty_budgets_fit_exactly_and_monotone(make):
     assert costs[-1] == 0  # the unbudgeted peak needs no recomputation
 
 
+@pytest.mark.parametrize("make", GRAPHS, ids=range(len(GRAPHS)))
+def test_predicted_peak_of_every_candidate_matches_the_built_state(make):
+    # The planner weighs candidates by an incremental peak; here every candidate
+    # of the first states on the path is built and simulated from scratch.
+    from roam_tvm.remat.delta import Frame, move_peak, plan_move
+    from roam_tvm.remat.moves import Context, split
+    from roam_tvm.remat.state import interval_arrays
+
+    planner = RematPlanner(make())
+    planner.floor()
+    checked = 0
+    for st, lv in list(zip(planner.states, planner.lives))[:6]:
+        ctx = Context(st, lv)
+        arr = interval_arrays(st)
+        fr = Frame(ctx, arr["first"], arr["last"], arr["size"], arr["alloc"], arr["ws"], lv.profile)
+        for r, s in planner._candidates(ctx):
+            for chain in (False, True):
+                mv = plan_move(ctx, r, s, chain)
+                nst = split(ctx, r, s, planner.costs, chain)
+                assert (mv is None) == (nst is None)
+                if mv is None:
+                    continue
+                assert len(nst.ops) == len(st.ops) + len(mv.src)
+                ref = sim_peak(nst.ops, nst.tensors, nst.order)
+                assert move_peak(fr, mv, arr["base"])[0] == ref, (r, s, chain)
+                checked += 1
+    assert checked
+
+
 def test_recomputation_lowers_the_peak_on_training_graphs():
     for seed in range(4):
         g = random_training_graph(60, seed, updates=seed % 2 == 0)
@@ -310,3 +339,22 @@ def test_the_core_does_not_import_tvm():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=root), cwd=root)
     assert p.stdout.split() == ["False", "False"], p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("make", GRAPHS[:4], ids=range(4))
+def test_lp_bound_is_below_every_plan_and_zero_at_the_top(make):
+    from roam_tvm.remat.lp_bound import RelaxedBound
+
+    g = make()
+    planner = RematPlanner(g)
+    bound = RelaxedBound(g, planner.base_order, planner.costs)
+    top, floor = planner.unbudgeted_peak, planner.floor().bytes
+    assert bound.overhead(top) == 0.0
+    lows = []
+    for b in [floor + (top - floor) * k // 5 for k in range(5)]:
+        plan = planner.plan(b)
+        low = bound.overhead(b)
+        assert low is not None and low <= plan.overhead + 1e-9, (b, low, plan.overhead)
+        lows.append(low)
+    assert lows[0] > 0  # the floor is below the unbudgeted peak: something must be recomputed
+    assert all(lows[k + 1] <= lows[k] + 1e-12 for k in range(4))  # a larger budget never needs more

@@ -8,7 +8,7 @@ import torch
 from roam_tvm.zoo import (MODELS, ModelSpec, OptimizerConfig, ZooError, get_model, load_factory, meta_args,
                           torch_optimizer)
 
-EXPECTED = {"mlp", "cnn", "resnet18", "vgg11", "mobilenet_v2", "vit-tiny", "vit-b16", "bert-base", "gpt2-small",
+EXPECTED = {"mlp", "cnn", "resnet18", "resnet50", "vgg11", "mobilenet_v2", "vit-tiny", "vit-b16", "bert-base", "gpt2-small",
             "gpt2-medium", "gpt2-xl", "gpt2-xl-paper"}
 
 

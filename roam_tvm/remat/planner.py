@@ -40,8 +40,9 @@ from ..graph.model import Graph, GraphError
 from .budget import Budget, format_bytes, resolve_budget
 from .cost import COST_MODELS, op_costs
 from .floor import BudgetError, Floor, always_live_parts, lower_bound
+from .delta import Frame, move_peak, plan_move
 from .moves import Context, split, splittable
-from .state import State, initial_state, liveness, peak_count
+from .state import State, initial_state, interval_arrays, liveness
 
 __all__ = ["RematPlan", "RematPlanner", "plan_remat"]
 
@@ -130,6 +131,7 @@ class RematPlanner:
         self.lives = [liveness(st)]
         self.done = False
         self.seconds = 0.0
+        self.state_seconds = [0.0]  # search seconds spent when each path state was reached
         self.lower_bound = lower_bound(g)
         self.measured: dict[int, int] = {}  # path index -> measured peak (see ``plan``)
 
@@ -141,28 +143,44 @@ class RematPlanner:
     # ------------------------------------------------------------------ path
     def _step(self) -> bool:
         """Add the next state to the path; False when nothing improves."""
+        t0 = time.perf_counter()
+        grew = self._step_once()
+        if grew:
+            self.state_seconds.append(self.state_seconds[-1] + time.perf_counter() - t0)
+        return grew
+
+    def _step_once(self) -> bool:
         st, lv = self.states[-1], self.lives[-1]
         ctx = Context(st, lv)
+        arr = interval_arrays(st)
+        fr = Frame(ctx, arr["first"], arr["last"], arr["size"], arr["alloc"], arr["ws"], lv.profile)
         best_key, best = None, None
         n_peak = len(lv.at_peak)
         for (r, s), chain in ((c, ch) for c in self._candidates(ctx) for ch in (False, True)):
-            nst = split(ctx, r, s, self.costs, chain)
-            if nst is None or (chain and len(nst.ops) == len(st.ops) + 1):
+            mv = plan_move(ctx, r, s, chain)
+            if mv is None or (chain and len(mv.src) == 1):
                 continue  # a chain that copies one op is the plain move again
-            pk, cnt = peak_count(nst, st)
+            pk, cnt = move_peak(fr, mv, arr["base"])
             if (pk, cnt) >= (lv.peak, n_peak):
                 continue
-            added = nst.cost - st.cost
+            added = sum(self.costs[st.origin_op[o]] for o in mv.src)
             if pk < lv.peak:
                 key = (0, -(lv.peak - pk) / max(added, 1e-30), added, r, s, chain)
             else:
                 key = (1, added, cnt, r, s, chain)
             if best_key is None or key < best_key:
-                best_key, best = key, nst
+                best_key, best = key, (r, s, chain, pk, cnt)
         if best is None:
             return False
-        self.states.append(best)
-        self.lives.append(liveness(best, st))
+        r, s, chain, pk, cnt = best
+        nst = split(ctx, r, s, self.costs, chain)
+        nlv = None if nst is None else liveness(nst, st)
+        if nlv is None or (nlv.peak, len(nlv.at_peak)) != (pk, cnt):
+            raise RuntimeError(f"remat planner: predicted peak {(pk, cnt)} of moving root {r} at step {s} "
+                               f"(chain={chain}) disagrees with the rebuilt state's "
+                               f"{None if nlv is None else (nlv.peak, len(nlv.at_peak))}")
+        self.states.append(nst)
+        self.lives.append(nlv)
         return True
 
     def _candidates(self, ctx: Context) -> list[tuple[int, int]]:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..graph.model import ALWAYS_LIVE_KINDS, Graph, Op, Tensor
 
-__all__ = ["State", "Liveness", "initial_state", "liveness", "peak_count", "op_edges"]
+__all__ = ["State", "Liveness", "initial_state", "liveness", "peak_count", "op_edges", "interval_arrays"]
 
 
 @dataclass
@@ -196,3 +196,11 @@ def _pinned(root: np.ndarray, sf: _Static) -> np.ndarray:
     p = np.zeros(len(root), dtype=bool)
     p[root[sf.out]] = True
     return p
+
+
+def interval_arrays(st: State) -> dict[str, np.ndarray | int]:
+    """Per root ``first``/``last`` user position (-1: unused), per tensor ``size`` and ``alloc``,
+    per op ``ws``, and the always-live ``base``, for incremental peak updates."""
+    sf = _static(st)
+    _, first, last, _ = _intervals(st, sf)
+    return {"first": first, "last": last, "size": sf.size, "alloc": sf.alloc, "ws": sf.ws, "base": sf.base}

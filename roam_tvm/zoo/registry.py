@@ -71,6 +71,17 @@ def _build_resnet18(s, small, gen):
             "cross_entropy", MOMENTUM, {"width": width, "classes": classes, "small_stem": small})
 
 
+def _build_resnet50(s, small, gen):
+    from .vision import ResNet50
+
+    if not small and s["image"] % 32:
+        raise ZooError(f"resnet50: image size {s['image']} must be divisible by 32")
+    width, classes = (8, 10) if small else (64, 1000)
+    model = ResNet50(classes, width, small_stem=small)
+    return (model, (_images(gen, s["batch"], s["image"]),), (_labels(gen, (s["batch"],), classes),),
+            "cross_entropy", MOMENTUM, {"width": width, "classes": classes, "small_stem": small})
+
+
 def _build_vgg11(s, small, gen):
     from .vision import VGG11
 
@@ -171,6 +182,9 @@ MODELS: Dict[str, ModelInfo] = {
                      {"batch": 8, "image": 32}, {"batch": 2, "image": 8}, False, _build_cnn, _IMG),
     "resnet18": ModelInfo("ResNet-18, 1000 classes (SGD momentum); small: width 8, CIFAR stem, 10 classes",
                           {"batch": 8, "image": 224}, {"batch": 2, "image": 32}, False, _build_resnet18, _IMG),
+    "resnet50": ModelInfo("ResNet-50 (bottlenecks 3-4-6-3), 1000 classes (SGD momentum); small: width 8, CIFAR "
+                          "stem, 10 classes", {"batch": 8, "image": 224}, {"batch": 2, "image": 32}, False,
+                          _build_resnet50, _IMG),
     "vgg11": ModelInfo("VGG-11 (config A, no BN, no dropout), 1000 classes (SGD momentum)",
                        {"batch": 8, "image": 224}, {"batch": 2, "image": 32}, False, _build_vgg11, _IMG),
     "mobilenet_v2": ModelInfo("MobileNetV2 (width 1.0), 1000 classes (SGD momentum)",

@@ -1,4 +1,4 @@
-"""Vision models written from scratch (no torchvision): MLP, small CNN, ResNet-18, VGG-11, MobileNetV2, ViT.
+"""Vision models written from scratch (no torchvision): MLP, small CNN, ResNet-18/50, VGG-11, MobileNetV2, ViT.
 
 They avoid ops that import badly into Relax: no adaptive pooling (global pooling is a ``mean`` over H, W),
 no dropout, attention written with plain matmul/softmax.
@@ -79,6 +79,55 @@ class ResNet18(nn.Module):
             stride = 1 if i == 0 else 2
             blocks += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
             cin = cout
+        self.layers = nn.Sequential(*blocks)
+        self.fc = nn.Linear(cin, num_classes)
+
+    def forward(self, x):
+        y = self.layers(self.stem(x))
+        return self.fc(y.mean(dim=(2, 3)))
+
+
+class Bottleneck(nn.Module):
+    """1x1 reduce, 3x3 (stride here, as torchvision's v1.5), 1x1 expand by 4, each with batch norm."""
+
+    def __init__(self, cin: int, mid: int, stride: int):
+        super().__init__()
+        cout = 4 * mid
+        self.conv1 = nn.Conv2d(cin, mid, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(mid)
+        self.conv2 = nn.Conv2d(mid, mid, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(mid)
+        self.conv3 = nn.Conv2d(mid, cout, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU()
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        idt = x if self.downsample is None else self.downsample(x)
+        y = self.relu(self.bn1(self.conv1(x)))
+        y = self.relu(self.bn2(self.conv2(y)))
+        y = self.bn3(self.conv3(y))
+        return self.relu(y + idt)
+
+
+class ResNet50(nn.Module):
+    """ResNet-50 (bottleneck blocks 3-4-6-3, torchvision's v1.5 layout); ``small_stem`` as in :class:`ResNet18`."""
+
+    def __init__(self, num_classes: int = 1000, width: int = 64, small_stem: bool = False):
+        super().__init__()
+        if small_stem:
+            self.stem = nn.Sequential(nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
+        else:
+            self.stem = nn.Sequential(nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+                                      nn.MaxPool2d(3, 2, 1))
+        blocks = []
+        cin = width
+        for i, (n, mid) in enumerate(zip([3, 4, 6, 3], [width, 2 * width, 4 * width, 8 * width])):
+            for j in range(n):
+                blocks.append(Bottleneck(cin, mid, 2 if i > 0 and j == 0 else 1))
+                cin = 4 * mid
         self.layers = nn.Sequential(*blocks)
         self.fc = nn.Linear(cin, num_classes)
 

@@ -1,0 +1,105 @@
+"""An LP-relaxation lower bound on the recomputation overhead at a budget (cvxpy + HiGHS).
+
+Relaxation, over the planner's own candidate set
+-----------------------------------------------
+In the base order (roam's unbudgeted order), a root ``r`` that
+:func:`~roam_tvm.remat.moves.splittable` accepts is used at positions
+``u_0 < u_1 < ... < u_m`` (``u_0`` its producer). Dropping it over the gap
+``(u_i, u_{i+1})`` frees ``size(r)`` at every step strictly inside the gap,
+and costs at least one run of its producer (the copy that brings it back
+before ``u_{i+1}``). With ``x[r, i]`` in ``[0, 1]``::
+
+    minimise   sum cost(producer(r)) * x[r, i]
+    subject to live(p) - sum_{gaps (r, i) around p} size(r) * x[r, i] <= budget   for every step p
+
+where ``live(p)`` is the unbudgeted profile. Every plan the planner can make
+(splits and chains over the same roots, copies inserted before a late user,
+the original ops in the base order) is a 0/1 point of this LP at least as
+cheap as the plan, since the LP ignores what the plan must pay beside the
+dropped gaps: inputs kept alive for the copies, the copies' own outputs and
+workspace, and chained recomputations of dead inputs. So the LP optimum,
+divided by the step's cost, is a lower bound on the overhead of any such
+plan whose peak is ``<= budget``. It says nothing about other moves (other
+orders, in-place rewrites, recomputing roots the planner never splits).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..graph.model import Graph
+from .moves import Context, splittable
+from .state import initial_state, liveness
+
+__all__ = ["RelaxedBound"]
+
+
+class RelaxedBound:
+    """The LP above for one graph and order; :meth:`overhead` solves it for one budget.
+
+    Parameters
+    ----------
+    g : Graph
+    order : sequence of int
+        The base order.
+    costs : sequence of float
+        Cost per op (the planner's cost model).
+    """
+
+    def __init__(self, g: Graph, order: Sequence[int], costs: Sequence[float]):
+        st = initial_state(g, list(order))
+        lv = liveness(st)
+        ctx = Context(st, lv)
+        self.profile = np.asarray(lv.profile, dtype=np.float64)
+        self.step_cost = float(sum(costs))
+        rows, cols, vals, cost = [], [], [], []
+        for r, ps in sorted(lv.users.items()):
+            if len(ps) < 2 or not splittable(ctx, r):
+                continue
+            size = float(st.tensors[r].size)
+            c = float(costs[ctx.producer[r]])
+            for a, b in zip(ps, ps[1:]):
+                if b - a < 2:
+                    continue  # no step strictly inside the gap
+                j = len(cost)
+                cost.append(c)
+                inside = np.arange(a + 1, b)
+                rows.append(inside)
+                cols.append(np.full(len(inside), j))
+                vals.append(np.full(len(inside), size))
+        self.cost = np.asarray(cost, dtype=np.float64)
+        if cost:
+            from scipy.sparse import csr_matrix
+
+            self.saving = csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                                     shape=(len(self.profile), len(cost)))
+        else:
+            self.saving = None
+
+    @property
+    def variables(self) -> int:
+        """Number of (root, gap) variables."""
+        return len(self.cost)
+
+    def overhead(self, budget: int) -> float | None:
+        """Least overhead (fraction of the step) the relaxation allows at ``budget``; None when infeasible."""
+        import cvxpy as cp
+
+        over = self.profile - float(budget)
+        hot = np.flatnonzero(over > 0)
+        if not len(hot):
+            return 0.0
+        if self.saving is None:
+            return None
+        a = self.saving[hot]
+        used = np.flatnonzero(np.asarray(a.getnnz(axis=0)) > 0)  # only gaps around a step over budget help
+        if not len(used):
+            return None
+        a = a[:, used]
+        x = cp.Variable(len(used))
+        prob = cp.Problem(cp.Minimize(self.cost[used] @ x), [a @ x >= over[hot], x >= 0, x <= 1])
+        prob.solve(solver=cp.HIGHS)
+        if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+            return None
+        return float(prob.value) / self.step_cost if self.step_cost else 0.0
