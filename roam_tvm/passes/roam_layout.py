@@ -178,7 +178,7 @@ class RoamLayout:
     ----------
     alignment : int, optional
         Offset alignment in bytes. Default: what the current target needs
-        (:func:`default_alignment`: 64 on CPUs, 256 on GPUs).
+        (:func:`default_alignment`: 64, the runtime's allocation alignment).
     time_limit : float
         Seconds the layout solver may spend per function.
     never_worse : bool

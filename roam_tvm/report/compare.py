@@ -83,7 +83,7 @@ def compare_step(ts, planners: Sequence[str] = ALL_PLANNERS, target: str = "llvm
     planners : sequence of str
         Any of ``tvm-default``, ``pytorch``, ``roam-order-only``, ``roam-layout-only``, ``roam``.
     target : str
-        The target whose lowering is planned (alignment: 256 B on GPUs, 64 B on CPUs).
+        The target whose lowering is planned (arena offsets aligned to 64 B, the runtime's allocation alignment).
     pytorch : callable, optional
         Returns ``pytorch_peak``'s dict; required if ``pytorch`` is among ``planners``.
     cut : bool

@@ -130,7 +130,7 @@ def write_plan(ts, out_dir: str, target="cuda", time_limit: float = 10.0, progre
     out_dir : str
         Folder to write into (created).
     target : str
-        Target whose lowering is planned (alignment 256 B on GPUs, 64 B on CPUs);
+        Target whose lowering is planned (arena offsets aligned to 64 B, the runtime's allocation alignment);
         nothing is built or run.
     time_limit : float
         Solver seconds for RoamOrder (per piece) and RoamLayout.
