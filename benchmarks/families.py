@@ -18,7 +18,8 @@ was measured up to then. It writes ``benchmarks/results/runs/families/<f>-realis
     ``roam_over_cut`` and whether ``roam`` is at most 1.01x ``cut`` and below ``tvm-default`` and
     ``pytorch`` (``null`` where a figure is missing), each failure with the figures behind it.
 
-A row that fails or is stopped is written as ``{"error" | "stopped", "run", ...}`` (no figures).
+A row that fails or is stopped is written as ``{"error" | "stopped", "run", "last_progress"}`` (no
+figures); ``<f>-realistic.log`` keeps the row's progress output (the stage it reached).
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def factory_ref(family: str, probe: bool) -> str:
 def compare_command(family: str, probe: bool, json_path: str, time_limit: float) -> list[str]:
     return [sys.executable, "-m", "roam_tvm", "compare", "--model", factory_ref(family, probe), "--optimizer", "adam",
             "--planners", "tvm-default", "pytorch", "roam", *ROWS[family], "--time-limit", str(time_limit),
-            "--quiet", "--json", json_path]
+            "--json", json_path]  # not --quiet: the progress goes to the row's log
 
 
 def _tree_rss(pid: int) -> int:
@@ -112,9 +113,9 @@ def run_row(family: str, args) -> dict:
         run = watch(compare_command(family, args.probe, report_path, args.time_limit), args.timeout,
                     int(args.max_rss_gb * 2**30), os.path.join(args.out, f"{name}.log"))
         if run["stopped"] or run["returncode"] != 0 or not os.path.exists(report_path):
-            with open(os.path.join(args.out, f"{name}.log"), encoding="utf-8") as f:
-                tail = f.read()[-1500:]
-            row = {"model": factory_ref(family, args.probe), "run": run,
+            with open(os.path.join(args.out, f"{name}.log"), encoding="utf-8", errors="replace") as f:
+                tail = f.read().replace("\r", "\n")[-1500:]
+            row = {"model": factory_ref(family, args.probe), "run": run, "last_progress": tail,
                    ("stopped" if run["stopped"] else "error"): run["stopped"] or tail}
         else:
             with open(report_path, encoding="utf-8") as f:

@@ -137,6 +137,10 @@ def pytorch_eager(spec, where: dict, repeat: int) -> dict:
 
     out: dict = {"device": where["device"]}
     if where["device"] == "cuda":
+        # fp32 as TVM computes it: no TF32 in cuDNN convolutions (PyTorch's default) or matmuls
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        out["tf32"] = False
         peak = measure_cuda_step(spec, device="cuda")
         out.update(max_memory_allocated_bytes=peak["peak_bytes"], peak=peak)
     else:
