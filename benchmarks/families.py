@@ -121,7 +121,9 @@ def run_row(family: str, args) -> dict:
             with open(report_path, encoding="utf-8") as f:
                 row = json.load(f)
             row.update(run=run, checks=checks(row))
-    with open(os.path.join(args.out, f"{name}.json"), "w", encoding="utf-8") as f:
+    final = os.path.join(args.out, f"{name}.json")
+    run["command"] = run["command"].replace(report_path, os.path.relpath(final, ROOT))  # not the temporary path
+    with open(final, "w", encoding="utf-8") as f:
         json.dump(row, f, indent=1)
     c = row.get("checks", {})
     print(f"{name}: {run['wall_seconds']:.0f} s, RSS {run['max_rss_bytes'] / 2**30:.2f} GiB, "
