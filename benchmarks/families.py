@@ -10,7 +10,7 @@ Each row is one ``roam-tvm compare --model roam_tvm/zoo/families.py:<f>_realisti
 watched for wall time and resident memory (the process and its children, from ``/proc``); a row
 that passes ``--timeout`` seconds or ``--max-rss-gb`` is stopped and recorded as such, with what
 was measured up to then. It writes ``benchmarks/results/runs/families/<f>-realistic.json``
-(``<f>-probe.json`` with ``--probe``): the compare report, plus
+(``<f>-probe.json`` with ``--probe``, ``-<target>`` added with ``--target``): the compare report, plus
 
 ``run``
     ``{"command", "wall_seconds", "max_rss_bytes", "returncode", "stopped"}``;
@@ -43,9 +43,11 @@ def factory_ref(family: str, probe: bool) -> str:
     return f"benchmarks/family_probes.py:{family}_probe" if probe else f"roam_tvm/zoo/families.py:{family}_realistic"
 
 
-def compare_command(family: str, probe: bool, json_path: str, time_limit: float) -> list[str]:
+def compare_command(family: str, probe: bool, json_path: str, time_limit: float,
+                    target: str | None = None) -> list[str]:
+    extra = ["--target", target] if target else []  # none: compare's default (cuda)
     return [sys.executable, "-m", "roam_tvm", "compare", "--model", factory_ref(family, probe), "--optimizer", "adam",
-            "--planners", "tvm-default", "pytorch", "roam", *ROWS[family], "--time-limit", str(time_limit),
+            "--planners", "tvm-default", "pytorch", "roam", *ROWS[family], *extra, "--time-limit", str(time_limit),
             "--json", json_path]  # not --quiet: the progress goes to the row's log
 
 
@@ -85,7 +87,8 @@ def watch(cmd: list[str], timeout: float, max_rss: int, log_path: str) -> dict:
                 proc.wait()
                 break
             time.sleep(1.0)
-    return {"command": " ".join(cmd[1:]).replace("-m roam_tvm", "roam-tvm", 1), "wall_seconds": time.perf_counter() - start,
+    return {"command": " ".join(cmd[1:]).replace("-m roam_tvm", "roam-tvm", 1),
+            "wall_seconds": time.perf_counter() - start,
             "max_rss_bytes": peak, "returncode": proc.returncode, "stopped": stopped}
 
 
@@ -106,11 +109,11 @@ def checks(report: dict) -> dict:
 
 
 def run_row(family: str, args) -> dict:
-    name = f"{family}-{'probe' if args.probe else 'realistic'}"
+    name = f"{family}-{'probe' if args.probe else 'realistic'}" + (f"-{args.target}" if args.target else "")
     os.makedirs(args.out, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="roam_family_") as tmp:
         report_path = os.path.join(tmp, "report.json")
-        run = watch(compare_command(family, args.probe, report_path, args.time_limit), args.timeout,
+        run = watch(compare_command(family, args.probe, report_path, args.time_limit, args.target), args.timeout,
                     int(args.max_rss_gb * 2**30), os.path.join(args.out, f"{name}.log"))
         if run["stopped"] or run["returncode"] != 0 or not os.path.exists(report_path):
             with open(os.path.join(args.out, f"{name}.log"), encoding="utf-8", errors="replace") as f:
@@ -140,6 +143,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds before a row is stopped")
     ap.add_argument("--max-rss-gb", type=float, default=12.0, help="resident GiB before a row is stopped")
     ap.add_argument("--time-limit", type=float, default=10.0, help="roam-tvm compare --time-limit")
+    ap.add_argument("--target", choices=["cuda", "llvm"], default=None,
+                    help="compare --target (default: compare's, cuda); a named target is added to the file names")
     ap.add_argument("--out", default=OUT)
     args = ap.parse_args(argv)
     unknown = [f for f in args.families if f not in ROWS]

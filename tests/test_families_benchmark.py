@@ -11,7 +11,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("benchmarks_families", os.path.join(ROOT, "benchmarks", "families.py"))
+    path = os.path.join(ROOT, "benchmarks", "families.py")
+    spec = importlib.util.spec_from_file_location("benchmarks_families", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
