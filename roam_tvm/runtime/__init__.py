@@ -1,7 +1,9 @@
 """roam_tvm.runtime: the roam Relax pipeline, robust GPU scheduling, build, measurement.
 
 ``measure_cpu_step(exe, args)`` runs an llvm build and counts every byte the CPU runtime
-allocates (``cpu_measure.py``).
+allocates; ``measure_cuda_step`` does the same for a CUDA build on a GPU (every
+``cudaMalloc``, with the device API's memory statistics beside it); both are
+``measure_step(..., device=...)`` in ``cpu_measure.py``.
 
 ``roam_tvm.runtime.pipeline(target, order=True, layout=True, **options)`` is the pass
 factory (alias ``roam_pipeline``); the stages live in the module ``roam_tvm/runtime/pipeline.py``
@@ -12,7 +14,7 @@ Importing this package registers the named Relax pipeline ``"roam"``
 (``tvm.compile(mod, target, relax_pipeline="roam")``).
 """
 
-from .cpu_measure import CpuMeasurement, measure_cpu_step
+from .cpu_measure import CpuMeasurement, StepMemory, measure_cpu_step, measure_cuda_step, measure_step
 from .build import build, compile_cuda_kernels, cuda_source, cuda_target, export, nvcc_path
 from .pipeline import (
     dataflow_lower_passes,
@@ -31,7 +33,10 @@ from .kernel_audit import DeviceAccessError, RequireDeviceKernels
 __all__ = [
     "build",
     "CpuMeasurement",
+    "StepMemory",
     "measure_cpu_step",
+    "measure_cuda_step",
+    "measure_step",
     "compile_cuda_kernels",
     "cuda_source",
     "cuda_target",

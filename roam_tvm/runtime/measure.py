@@ -6,7 +6,8 @@ The Relax VM allocates storage through its memory manager. With the default
 *pooled* allocator, a freed block goes back to a pool and is never returned to the
 driver, so after one step the pool holds every storage the step ever needed at once
 (plus rounding), and the driver's "used" figure stays at its high-water mark. We
-therefore measure, with ``cudaMemGetInfo`` (device-wide, includes everything):
+therefore measure, with the device API's memory statistics (``cuda_mem_info``:
+``Device.available_global_memory``, i.e. ``cudaMemGetInfo``; device-wide, includes everything):
 
 * ``baseline``: after loading the executable and copying the inputs (parameters,
   optimizer state, batch) to the device, with the VM pool cleared;
@@ -21,8 +22,9 @@ as a difference on an otherwise idle device, and why the simulator, not this, is
 the source of truth for planned peaks. The naive allocator would free eagerly and
 make the after-the-fact reading meaningless, so StepRunner insists on "pooled".
 
-On the CPU, ``cpu_measure.measure_cpu_step`` counts the step's allocations exactly
-(every aligned allocation of the runtime, in a child process); use it for llvm builds.
+``cpu_measure.measure_step`` counts the step's allocations exactly instead, in a child
+process: every aligned host allocation of the runtime (llvm builds), or every ``cudaMalloc``
+(CUDA builds, with the device API's figure beside it).
 
 Without a GPU, every CUDA path raises ``CudaUnavailable`` with the reason given by
 ``cuda_available()`` (``bool(cuda_available())`` is False; ``.reason`` says why).
@@ -30,7 +32,6 @@ Without a GPU, every CUDA path raises ``CudaUnavailable`` with the reason given 
 
 from __future__ import annotations
 
-import ctypes
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -101,39 +102,19 @@ def _require_cuda() -> None:
         raise CudaUnavailable(status.reason)
 
 
-_CUDART = None
-
-
-def _cudart():
-    global _CUDART  # pylint: disable=global-statement
-    if _CUDART is None:
-        last = None
-        for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"):
-            try:
-                _CUDART = ctypes.CDLL(name)
-                break
-            except OSError as err:
-                last = err
-        if _CUDART is None:
-            raise CudaUnavailable(f"cannot load libcudart: {last}")
-    return _CUDART
-
-
 def cuda_mem_info(device_id: int = 0) -> tuple[int, int]:
-    """(free, total) bytes of the CUDA device, from cudaMemGetInfo (device-wide)."""
+    """(free, total) bytes of a CUDA device, from TVM's device API memory statistics.
+
+    ``Device.available_global_memory`` and ``total_global_memory`` (``kAvailableGlobalMemory``,
+    ``kTotalGlobalMemory``; ``cudaMemGetInfo`` inside TVM's CUDA device API): device-wide, so
+    other processes on the same GPU count too.
+    """
     _require_cuda()
-    lib = _cudart()
-    free, total = ctypes.c_size_t(), ctypes.c_size_t()
-    prev = ctypes.c_int()
-    lib.cudaGetDevice(ctypes.byref(prev))
-    if prev.value != device_id:
-        lib.cudaSetDevice(ctypes.c_int(device_id))
-    rc = lib.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total))
-    if prev.value != device_id:
-        lib.cudaSetDevice(prev)
-    if rc != 0:
-        raise RuntimeError(f"cudaMemGetInfo failed with error {rc}")
-    return free.value, total.value
+    dev = tvm.cuda(device_id)
+    free, total = dev.available_global_memory, dev.total_global_memory
+    if free is None or total is None:
+        raise RuntimeError(f"TVM's device API gives no memory statistics for {dev}")
+    return int(free), int(total)
 
 
 def _as_device(device) -> tvm.runtime.Device:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tvm
 
-__all__ = ["H100_TAG", "cuda_target", "as_target", "is_gpu_target"]
+__all__ = ["H100_TAG", "cuda_target", "cuda_target_for_device", "as_target", "is_gpu_target"]
 
 H100_TAG = "nvidia/nvidia-h100"
 
@@ -67,3 +67,16 @@ def as_target(target: str | tvm.target.Target | None) -> tvm.target.Target:
 def is_gpu_target(target: tvm.target.Target) -> bool:
     """True for targets whose kernels need thread binding (cuda, rocm, metal, vulkan...)."""
     return "gpu" in target.keys
+
+
+def cuda_target_for_device(index: int = 0, host: str | None = "llvm") -> tvm.target.Target:
+    """``cuda_target`` for the architecture of the GPU present (``tvm.cuda(index)``).
+
+    An H100 (compute 9.0) keeps the tag's ``sm_90a``; any other GPU gets ``sm_<major><minor>``
+    so that the kernels run on it. Without a visible GPU this is ``cuda_target()``.
+    """
+    dev = tvm.cuda(index)
+    version = dev.compute_version if tvm.runtime.enabled("cuda") and dev.exist else None
+    if not version or version == "9.0":
+        return cuda_target(host=host)
+    return cuda_target(arch="sm_" + version.replace(".", ""), host=host)
