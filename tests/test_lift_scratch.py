@@ -114,3 +114,21 @@ def test_gpu_targets_are_left_unchanged():
 def test_needs_a_target():
     with pytest.raises(ValueError, match="needs a target"):
         LiftKernelScratch()(Broadcast)
+
+
+def test_lifted_outputs_are_not_held_by_a_tuple_after_lowering():
+    from roam_tvm.passes import ForwardTupleItems
+    from roam_tvm.runtime.pipeline import dataflow_lower_passes
+
+    target = tvm.target.Target("llvm")
+    with target:
+        lowered = tvm.transform.Sequential([LiftKernelScratch(target)] + dataflow_lower_passes(target))(Broadcast)
+        forwarded = ForwardTupleItems()(lowered)
+
+    def tuple_vars(func):
+        return [b.var.name for blk in func.body.blocks for b in blk.bindings if isinstance(b.value, relax.Tuple)]
+
+    assert tuple_vars(lowered["main"])  # CallTIRRewrite builds one tuple per call ...
+    assert tuple_vars(forwarded["main"]) == []  # ... which the VM would keep alive to the end
+    args = [np.ones((8, 1024), "float32"), np.full(1024, 0.5, "float32")]
+    np.testing.assert_array_equal(_run_relax(Broadcast, args), _run_relax(forwarded, args))

@@ -26,7 +26,7 @@ from ..graph import Graph
 from ..graph.bounds import any_bound, cut_bound
 from ..passes import LiftKernelScratch, RoamLayout, RoamOrder, RoamPlan, extract_graph, latest_layout, latest_order
 from ..passes.roam_order import reorder_function
-from ..runtime.pipeline import dataflow_lower_passes, legalize_passes, library_dispatch_passes, schedule_passes
+from ..runtime.pipeline import dataflow_lower_passes, roam_lower_passes, legalize_passes, library_dispatch_passes, schedule_passes
 from ..runtime.targets import as_target, is_gpu_target
 from ..verify import check_plan
 from .scratch import KernelScratch, kernel_scratch, op_requests, runtime_threads
@@ -161,7 +161,7 @@ def run_planner(scheduled: tvm.IRModule, planner: str, target="llvm", func: str 
         start = time.perf_counter()
         scheduled, scratch = lift_scratch(scheduled, target, scratch)
         seconds += time.perf_counter() - start
-    lower = dataflow_lower_passes(target)
+    lower = roam_lower_passes(target) if use_order or use_layout else dataflow_lower_passes(target)
     with target:
         if use_order and use_layout:
             # The full planner: both candidates, never worse than tvm-default.

@@ -49,7 +49,7 @@ from typing import Any
 import tvm
 from tvm import relax
 
-from ..passes import LiftKernelScratch, RoamLayout, RoamOrder, RoamPlan
+from ..passes import ForwardTupleItems, LiftKernelScratch, RoamLayout, RoamOrder, RoamPlan
 from .schedule import robust_schedule, stock_dlight_schedule
 from .targets import as_target, is_gpu_target
 from .kernel_audit import RequireDeviceKernels
@@ -63,6 +63,7 @@ __all__ = [
     "legalize_passes",
     "schedule_passes",
     "dataflow_lower_passes",
+    "roam_lower_passes",
     "memory_plan_passes",
     "finalize_passes",
     "pre_planning_pipeline",
@@ -146,6 +147,12 @@ def dataflow_lower_passes(target=None) -> list[tvm.transform.Pass]:
     ]
 
 
+def roam_lower_passes(target=None) -> list[tvm.transform.Pass]:
+    """Dataflow lowering for roam's planners: TVM's four passes, then ``ForwardTupleItems``
+    (a multi-output call's tuple, only taken apart, would keep its tensors alive in the VM)."""
+    return dataflow_lower_passes(target) + [ForwardTupleItems()]
+
+
 def memory_plan_passes(layout: bool = True, **layout_options) -> list[tvm.transform.Pass]:
     """[RoamLayout(**layout_options)] if layout else [StaticPlanBlockMemory()]."""
     if layout:
@@ -215,13 +222,14 @@ def pre_planning_passes(
     """
     target = as_target(target)
     passes = library_dispatch_passes(target) + legalize_passes(target, schedule)
-    if order if lift_scratch is None else lift_scratch:
+    roam = order if lift_scratch is None else lift_scratch
+    if roam:
         passes.append(LiftKernelScratch(target))
     if order:
         passes.append(RoamOrder(**order_options))
     elif order_options:
         raise TypeError(f"order options given with order=False: {sorted(order_options)}")
-    return passes + dataflow_lower_passes(target)
+    return passes + (roam_lower_passes(target) if roam else dataflow_lower_passes(target))
 
 
 def _in_target(target, passes_fn, name: str) -> tvm.transform.Pass:
@@ -292,7 +300,7 @@ def pipeline(
             # RoamPlan = RoamOrder -> dataflow lowering -> RoamLayout, keeping per
             # function the better of (new order, program order): never worse than
             # TVM's default planner on the original order.
-            plan = RoamPlan(dataflow_lower_passes(tgt), order_opts, layout_opts)
+            plan = RoamPlan(roam_lower_passes(tgt), order_opts, layout_opts)
             passes = (library_dispatch_passes(tgt) + legalize_passes(tgt, schedule)
                       + [LiftKernelScratch(tgt), plan] + finalize_rest_passes(tgt))
         else:
