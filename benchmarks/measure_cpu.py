@@ -8,10 +8,12 @@ For each model and planner (``tvm-default``, ``roam``) it writes, into ``--out``
 (default ``benchmarks/results/measured_cpu.json``, entries merged by key):
 
 ``planned_bytes``
-    the planned peak (``roam-tvm compare``'s ``peak_bytes``);
+    the planned peak (``roam-tvm compare``'s ``peak_bytes``); for ``roam`` it includes
+    kernel scratch, placed in the plan (``LiftKernelScratch``);
 ``scratch_bytes``, ``peak_with_scratch_bytes``, ``pool_peak_bytes``
-    the largest kernel scratch, the peak with each op's scratch, and the peak with
-    TVM's workspace pool modelled (``roam_tvm.report.workspace_pool``);
+    the largest kernel scratch left outside the plan (0 for ``roam`` when every kernel's
+    was placed or removed), the peak with each op's scratch, and the peak with TVM's
+    workspace pool modelled (``roam_tvm.report.workspace_pool``);
 ``measured_bytes``
     the highest bytes live during a step, counted at the allocator in a child
     process (``roam_tvm.runtime.cpu_measure``, VM allocator ``naive``: exact sizes;

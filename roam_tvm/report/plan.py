@@ -6,7 +6,10 @@ simulator (``roam_tvm.report.simulate.run_planner``) and writes into a folder:
 
 ``plan.json``
     function, target, alignment, the arena and its lower bound, both planners'
-    peaks, the order record's summary, the op at every step, and per tensor its
+    peaks and kernel scratch (``scratch_bytes``: the largest scratch a kernel still
+    requests outside the plan; roam places what it cannot remove in the arena, see
+    ``LiftKernelScratch``; ``peak_with_scratch_bytes``: the peak with it), the order
+    record's summary, the op at every step, and per tensor its
     id, name, shape, dtype, size, reserved (aligned) size, first/last step
     (inclusive) and offset in the arena.
 ``plan.csv``
@@ -36,7 +39,7 @@ import time
 from ..graph import Graph
 from ..layout import Buffer, Problem, Solution, greedy, live_peak, validate, write_csv
 from .compare import versions, with_param_kinds
-from .simulate import run_planner, schedule_for
+from .simulate import run_planner, schedule_for, scratch_for
 
 __all__ = ["write_plan", "plan_problem", "storage_buffers", "PlanError"]
 
@@ -157,11 +160,12 @@ def write_plan(ts, out_dir: str, target="cuda", time_limit: float = 10.0, progre
         if stage == "schedule":
             start = time.perf_counter()
             scheduled = schedule_for(with_param_kinds(ts), target)
+            kernels = scratch_for(scheduled, target)
             lower_seconds = time.perf_counter() - start
         elif stage == "roam":
-            roam, rx = run_planner(scheduled, "roam", target, func, opts, opts)
+            roam, rx = run_planner(scheduled, "roam", target, func, opts, opts, scratch=kernels)
         elif stage == "tvm-default":
-            default, dx = run_planner(scheduled, "tvm-default", target, func)
+            default, dx = run_planner(scheduled, "tvm-default", target, func, scratch=kernels)
     bar.close()
 
     rec = rx["layout_record"]
@@ -209,6 +213,9 @@ def write_plan(ts, out_dir: str, target="cuda", time_limit: float = 10.0, progre
         "arena_bytes": rec.arena_bytes,
         "lower_bound_bytes": rec.lower_bound_bytes,
         "peak_bytes": {"roam": roam.peak_bytes, "tvm-default": default.peak_bytes},
+        "scratch_bytes": {"roam": roam.scratch_bytes, "tvm-default": default.scratch_bytes},
+        "peak_with_scratch_bytes": {"roam": roam.peak_with_scratch_bytes,
+                                    "tvm-default": default.peak_with_scratch_bytes},
         "planners": {"roam": roam.to_dict(), "tvm-default": default.to_dict()},
         "always_live_bytes": unplanned.always_live_bytes,
         "peak_step": peak_step,

@@ -20,13 +20,13 @@ import time
 from dataclasses import asdict, dataclass
 
 import tvm
-from tvm import relax
+from tvm import relax, tirx
 
 from ..graph import Graph
 from ..graph.bounds import any_bound, cut_profile, pair_cut_bound
-from ..passes import RoamLayout, RoamOrder, RoamPlan, extract_graph, latest_layout, latest_order
+from ..passes import LiftKernelScratch, RoamLayout, RoamOrder, RoamPlan, extract_graph, latest_layout, latest_order
 from ..passes.roam_order import reorder_function
-from ..runtime.pipeline import dataflow_lower_passes, legalize_passes, library_dispatch_passes, schedule_passes
+from ..runtime.pipeline import dataflow_lower_passes, roam_lower_passes, legalize_passes, library_dispatch_passes, schedule_passes
 from ..runtime.targets import as_target, is_gpu_target
 from ..verify import check_plan
 from .scratch import KernelScratch, kernel_scratch, op_requests, runtime_threads
@@ -135,6 +135,24 @@ def scratch_for(scheduled: tvm.IRModule, target="llvm") -> tuple[dict[str, Kerne
     return kernel_scratch(scheduled, target), runtime_threads()
 
 
+def lift_scratch(scheduled: tvm.IRModule, target="llvm",
+                 scratch: tuple[dict[str, KernelScratch], int] | None = None
+                 ) -> tuple[tvm.IRModule, tuple[dict[str, KernelScratch], int] | None]:
+    """``LiftKernelScratch`` on a scheduled module, as roam's pipeline runs it, and the
+    kernels' scratch updated for the kernels it rewrote."""
+    target = as_target(target)
+    with target:
+        lifted = LiftKernelScratch(target)(scheduled)
+    if scratch is None:
+        return lifted, None
+    changed = {gv.name_hint: f for gv, f in lifted.functions.items()
+               if isinstance(f, tirx.PrimFunc) and not f.same_as(scheduled[gv.name_hint])}
+    kernels = dict(scratch[0])
+    if changed:
+        kernels.update(kernel_scratch(tvm.IRModule(changed), target))
+    return lifted, (kernels, scratch[1])
+
+
 def run_planner(scheduled: tvm.IRModule, planner: str, target="llvm", func: str = "train_step",
                 order_options: dict | None = None, layout_options: dict | None = None,
                 scratch: tuple[dict[str, KernelScratch], int] | None = None) -> tuple[PlannerResult, dict]:
@@ -150,7 +168,11 @@ def run_planner(scheduled: tvm.IRModule, planner: str, target="llvm", func: str 
     use_order, use_layout = _PLANNER_PASSES[planner]
     target = as_target(target)
     seconds = 0.0
-    lower = dataflow_lower_passes(target)
+    if use_order or use_layout:  # roam's pipelines place kernel scratch in the plan
+        start = time.perf_counter()
+        scheduled, scratch = lift_scratch(scheduled, target, scratch)
+        seconds += time.perf_counter() - start
+    lower = roam_lower_passes(target) if use_order or use_layout else dataflow_lower_passes(target)
     with target:
         if use_order and use_layout:
             # The full planner: both candidates, never worse than tvm-default.

@@ -5,6 +5,9 @@
     library dispatch          DispatchSampling, DispatchSortScan (TVM's, per target)
     legalize                  LegalizeOps, AnnotateTIROpPattern, FoldConstant, SplatConstants, FuseOps, FuseTIR
     schedule (GPU only)       robust_schedule(target)      (replaces dl.ApplyDefaultSchedule)
+    [LiftKernelScratch]       if order or layout (CPU targets): kernel intermediates that would
+                              be run-time workspace are removed where they are waste, and the
+                              rest become extra call_tir outputs, planned like any tensor
     [RoamOrder]               if order=True: rewrites binding order of the call_tir-level module
                               (order and layout both on: RoamPlan runs RoamOrder, lowering and
                               RoamLayout, keeping per function the better of new and program order)
@@ -46,7 +49,7 @@ from typing import Any
 import tvm
 from tvm import relax
 
-from ..passes import RoamLayout, RoamOrder, RoamPlan
+from ..passes import ForwardTupleItems, LiftKernelScratch, RoamLayout, RoamOrder, RoamPlan
 from .schedule import robust_schedule, stock_dlight_schedule
 from .targets import as_target, is_gpu_target
 from .kernel_audit import RequireDeviceKernels
@@ -61,6 +64,7 @@ __all__ = [
     "legalize_passes",
     "schedule_passes",
     "dataflow_lower_passes",
+    "roam_lower_passes",
     "memory_plan_passes",
     "finalize_passes",
     "pre_planning_pipeline",
@@ -145,6 +149,12 @@ def dataflow_lower_passes(target=None) -> list[tvm.transform.Pass]:
     ]
 
 
+def roam_lower_passes(target=None) -> list[tvm.transform.Pass]:
+    """Dataflow lowering for roam's planners: TVM's four passes, then ``ForwardTupleItems``
+    (a multi-output call's tuple, only taken apart, would keep its tensors alive in the VM)."""
+    return dataflow_lower_passes(target) + [ForwardTupleItems()]
+
+
 def memory_plan_passes(layout: bool = True, **layout_options) -> list[tvm.transform.Pass]:
     """[RoamLayout(**layout_options)] if layout else [StaticPlanBlockMemory()]."""
     if layout:
@@ -205,16 +215,23 @@ def finalize_rest_passes(target) -> list[tvm.transform.Pass]:
 
 
 def pre_planning_passes(
-    target, order: bool = False, schedule: str | None = "robust", **order_options
+    target, order: bool = False, schedule: str | None = "robust", lift_scratch: bool | None = None,
+    **order_options
 ) -> list[tvm.transform.Pass]:
-    """Everything up to (not including) memory planning."""
+    """Everything up to (not including) memory planning.
+
+    ``lift_scratch`` (default: ``order``) adds ``LiftKernelScratch(target)`` after scheduling.
+    """
     target = as_target(target)
     passes = library_dispatch_passes(target) + legalize_passes(target, schedule)
+    roam = order if lift_scratch is None else lift_scratch
+    if roam:
+        passes.append(LiftKernelScratch(target))
     if order:
         passes.append(RoamOrder(**order_options))
     elif order_options:
         raise TypeError(f"order options given with order=False: {sorted(order_options)}")
-    return passes + dataflow_lower_passes(target)
+    return passes + (roam_lower_passes(target) if roam else dataflow_lower_passes(target))
 
 
 def _in_target(target, passes_fn, name: str) -> tvm.transform.Pass:
@@ -238,11 +255,13 @@ def pre_planning_pipeline(target=None, order: bool = False, **options) -> tvm.tr
     if layout_opts:
         raise TypeError(f"layout options make no sense before planning: {sorted(layout_opts)}")
     schedule = rest.pop("schedule", "robust")
+    lift_scratch = rest.pop("lift_scratch", None)
     if rest:
         raise TypeError(f"unknown pipeline options: {sorted(rest)}")
     return _in_target(
         target,
-        lambda t: pre_planning_passes(t, order=order, schedule=schedule, **order_opts),
+        lambda t: pre_planning_passes(t, order=order, schedule=schedule, lift_scratch=lift_scratch,
+                                      **order_opts),
         "RoamPrePlanning",
     )
 
@@ -283,12 +302,13 @@ def pipeline(
             # RoamPlan = RoamOrder -> dataflow lowering -> RoamLayout, keeping per
             # function the better of (new order, program order): never worse than
             # TVM's default planner on the original order.
-            plan = RoamPlan(dataflow_lower_passes(tgt), order_opts, layout_opts)
-            passes = (library_dispatch_passes(tgt) + legalize_passes(tgt, schedule) + [plan]
-                      + finalize_rest_passes(tgt))
+            plan = RoamPlan(roam_lower_passes(tgt), order_opts, layout_opts)
+            passes = (library_dispatch_passes(tgt) + legalize_passes(tgt, schedule)
+                      + [LiftKernelScratch(tgt), plan] + finalize_rest_passes(tgt))
         else:
+            # roam's planners place kernel scratch; tvm-default stays TVM's own pipeline
             passes = pre_planning_passes(
-                tgt, order=order, schedule=schedule, **order_opts
+                tgt, order=order, schedule=schedule, lift_scratch=order or layout, **order_opts
             ) + finalize_passes(tgt, layout=layout, **layout_opts)
         # last: whatever scheduled (or did not schedule) the TIR, no GPU build may
         # leave a PrimFunc to run on the host over device memory
