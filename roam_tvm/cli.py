@@ -192,7 +192,16 @@ def cmd_compare(args) -> int:
     def pytorch():
         from .report.pytorch_peak import pytorch_peak
 
-        return pytorch_peak(spec)
+        res = pytorch_peak(spec)
+        precision = getattr(args, "precision", None)
+        if precision and res.get("method") == "simulated":
+            # the simulation runs on fake tensors, where autocast does not apply: say so in the
+            # report rather than compare an AMP step with an fp32 one silently
+            detail = res.setdefault("detail", {})
+            detail["order"] = (detail.get("order") or res.get("note", "")) + \
+                f"; PyTorch's step in fp32: {precision} autocast is not simulated"
+            _log(f"note: the simulated PyTorch step runs in fp32 ({precision} is not simulated for it)")
+        return res
 
     report = compare_step(ts, planners, target=args.target, pytorch=pytorch, cut=not args.no_cut,
                           order_options={"time_limit": args.time_limit, "progress": not args.quiet},

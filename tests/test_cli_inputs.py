@@ -231,3 +231,11 @@ def test_layout_malformed_csv(tmp_path, capsys, text, words):
     rc, _, err = _run(["layout", str(f)], capsys)
     assert rc == 2 and all(w in err for w in words) and "Traceback" not in err, err
     assert time.perf_counter() - start < 2.0
+
+
+def test_an_amp_compare_says_the_pytorch_simulation_is_fp32(tmp_path):
+    out = tmp_path / "r.json"
+    assert cli.main(["compare", "--model", "mlp", "--precision", "bf16-amp", "--planners", "pytorch",
+                 "--no-cut", "--json", str(out), "--quiet"]) == 0
+    note = json.loads(out.read_text())["planners"]["pytorch"]["note"]
+    assert "autocast is not simulated" in note and "bf16-amp" in note
