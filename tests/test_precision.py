@@ -315,6 +315,8 @@ def test_precision_bad_input():
         from_torch(m, (x,), (y,), precision="fp16-amp", loss_scale=1000.0)
     with pytest.raises(UnsupportedError, match="model.float"):
         from_torch(copy.deepcopy(m).half(), (x.half(),), (y,), precision="fp16-amp")
+    with pytest.raises(UnsupportedError, match="meta-device"):  # autocast would not apply
+        from_torch(copy.deepcopy(m).to("meta"), (x.to("meta"),), (y.to("meta"),), precision="bf16-amp")
 
 
 # ------------------------------------------------------------------------------------------

@@ -51,6 +51,12 @@ def check_precision(precision, loss_scale, params) -> float:
             f"precision={precision!r} keeps fp32 master weights, but the model has {bad} "
             "parameters: pass the model in float32 (model.float()), or use precision=None to "
             "train it in its own dtype")
+    if any(p.device.type == "meta" for p in params):
+        # torch.autocast("cpu") does not apply to meta tensors: the export would be fp32
+        raise UnsupportedError(
+            f"precision={precision!r} needs the model's weights on the CPU: autocast does not "
+            "apply to meta-device tensors, so the step would silently stay float32. Build the "
+            "model with real (random) weights, or plan it in float32 (precision=None)")
     if loss_scale is None:
         return DEFAULT_FP16_SCALE if precision == "fp16-amp" else 1.0
     return float(loss_scale)
