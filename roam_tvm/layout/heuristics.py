@@ -21,7 +21,7 @@ traces with tens of thousands of buffers are handled in seconds.
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 

@@ -9,7 +9,6 @@ time-out without an incumbent, an invalid answer) falls back to the heuristic.
 """
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
