@@ -117,7 +117,7 @@ class _Extractor:
         self.tensors: list[Tensor] = []
         self.ops: list[Op] = []
         self.op_bindings: list[list[tuple[int, int]]] = []
-        self.var_values: dict = {}
+        self.var_values: dict = _IndexedValues(self._root)
         self.produced: set[int] = set()
         self.pending_alloc: dict[int, tuple[int, int]] = {}  # tensor -> alloc binding, not yet claimed
         self.alloc_binding: dict[int, tuple[int, int]] = {}
@@ -455,12 +455,38 @@ class _Extractor:
             # made before the write) now sees the written value: later readers of any
             # of them depend on this call.
             root = self._root(t)
-            for rv, val in self.var_values.items():
+            for rv in self.var_values.seeing(root):
+                val = self.var_values[rv]
                 if any(self._root(x) == root for x in flatten(val)):
                     self.var_values[rv] = self._reversion(val, t, root, v, versions)
         # The fresh destinations are defined by this call (they were created by the alloc binding).
         self.ops[oid].outputs = fresh + outs + versions
         self.produced.update(fresh + outs + versions)
+
+
+class _IndexedValues(dict):
+    """``var -> Value`` that also knows which vars have seen each storage root.
+
+    An in-place write re-versions every var that sees the written bytes; looking them up
+    here instead of scanning every var made extraction quadratic (GPT2-XL: 30 s a call).
+    The index may keep a var whose value no longer holds a root: callers re-check.
+    """
+
+    def __init__(self, root_of):
+        super().__init__()
+        self._root_of = root_of
+        self._by_root: dict = {}
+        self._first: dict = {}
+
+    def __setitem__(self, var, value) -> None:
+        super().__setitem__(var, value)
+        self._first.setdefault(var, len(self._first))
+        for t in flatten(value):
+            self._by_root.setdefault(self._root_of(t), set()).add(var)
+
+    def seeing(self, root: int) -> list:
+        """The vars that may see ``root``, in the order they were first bound (as a scan would)."""
+        return sorted(self._by_root.get(root, ()), key=self._first.__getitem__)
 
 
 def _has_tensor(sinfo) -> bool:
