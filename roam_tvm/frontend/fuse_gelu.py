@@ -15,6 +15,8 @@ import math
 from tvm import relax
 from tvm.relax.dpl import is_const, is_op, rewrite_call, wildcard
 
+from .relax_shapes import scalar_value
+
 _CONSTS = {"half": 0.5, "three": 3.0, "k": 0.044715, "s": math.sqrt(2.0 / math.pi), "one": 1.0}
 
 
@@ -37,21 +39,13 @@ def _pattern():
     return out, x, c
 
 
-def _scalar(const) -> float | None:
-    value = getattr(const, "value", None)  # TVM 0.27: a constant's tensor is .value
-    if value is None or not hasattr(value, "numpy"):
-        return None
-    arr = value.numpy()
-    return float(arr.reshape(-1)[0]) if arr.size == 1 else None
-
-
 def fuse_tanh_gelu(func: relax.Function) -> relax.Function:
     """``func`` with every explicit tanh-GELU replaced by ``R.nn.gelu_tanh`` (others untouched)."""
     out, x, consts = _pattern()
 
     def rewrite(expr, matches):
         for name, want in _CONSTS.items():
-            got = _scalar(matches[consts[name]])
+            got = scalar_value(matches[consts[name]])
             if got is None or abs(got - want) > 1e-6 * max(1.0, abs(want)):
                 return expr
         return relax.op.nn.gelu_tanh(matches[x])

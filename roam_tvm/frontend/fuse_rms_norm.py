@@ -18,19 +18,11 @@ from __future__ import annotations
 from tvm import relax
 from tvm.relax.dpl import is_const, is_op, rewrite_call, wildcard
 
-from .relax_shapes import static_shape
+from .relax_shapes import scalar_value, static_shape
 
 
 def _mul(a, b):
     return is_op("relax.multiply")(a, b) | is_op("relax.multiply")(b, a)
-
-
-def _scalar(const) -> float | None:
-    value = getattr(const, "value", None)  # TVM 0.27: a constant's tensor is .value
-    if value is None or not hasattr(value, "numpy"):
-        return None
-    arr = value.numpy()
-    return float(arr.reshape(-1)[0]) if arr.size == 1 else None
 
 
 def _trailing_axes(mean_call: relax.Call, ndim: int) -> list[int] | None:
@@ -52,7 +44,7 @@ def fuse_rms_norm(func: relax.Function) -> relax.Function:
 
     def rewrite(expr, matches):
         src, weight = matches[x], matches[w]
-        if (two in matches and _scalar(matches[two]) != 2.0) or _scalar(matches[eps]) is None:
+        if (two in matches and scalar_value(matches[two]) != 2.0) or scalar_value(matches[eps]) is None:
             return expr
         shape, w_shape = static_shape(src), static_shape(weight)
         axes = _trailing_axes(matches[mean], len(shape))
@@ -60,6 +52,6 @@ def fuse_rms_norm(func: relax.Function) -> relax.Function:
         if axes is None or not same_dtype or w_shape != [shape[a] for a in axes] or \
                 static_shape(expr) != shape:
             return expr
-        return relax.op.nn.rms_norm(src, weight, axes=axes, epsilon=_scalar(matches[eps]))
+        return relax.op.nn.rms_norm(src, weight, axes=axes, epsilon=scalar_value(matches[eps]))
 
     return rewrite_call(out, rewrite, func)

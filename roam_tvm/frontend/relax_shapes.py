@@ -10,6 +10,15 @@ def static_shape(expr: relax.Expr) -> list[int]:
     return [int(s) for s in expr.ty.shape.values]
 
 
+def scalar_value(const) -> float | None:
+    """The value of a one-element constant, or None (what the pattern folds compare against)."""
+    value = getattr(const, "value", None)  # TVM 0.27: a constant's tensor is .value
+    if value is None or not hasattr(value, "numpy"):
+        return None
+    arr = value.numpy()
+    return float(arr.reshape(-1)[0]) if arr.size == 1 else None
+
+
 def fit_to(ctx, grad: relax.Expr, like: relax.Expr) -> relax.Expr:
     """``grad`` summed back to ``like``'s shape (what every broadcasting op's gradient needs)."""
     grad = ctx.normalize(grad)
