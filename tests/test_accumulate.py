@@ -39,13 +39,13 @@ class Unsafe:
 def test_every_link_after_the_first_is_chosen():
     chosen = find_accumulations(Chain["main"])
     assert len(chosen) == 2
-    assert sorted(chosen.values()) == [0, 1]  # s2's accumulator is its second operand
+    assert sorted(chosen.values()) == [(0, None), (1, None)]  # s2's accumulator is its second operand
 
 
 def test_shared_or_broadcast_accumulators_are_left_alone():
     chosen = find_accumulations(Unsafe["main"])
     # only s3 = s1 + s2 qualifies through s2 (read once, same shape); s2 (s1 read twice) and s4 do not
-    assert list(chosen.values()) == [1]  # s3 = s1 + s2, written into s2
+    assert list(chosen.values()) == [(1, None)]  # s3 = s1 + s2, written into s2
 
 
 def _run(mod, args):
@@ -86,3 +86,70 @@ def test_sums_of_constants_are_never_written_in_place():
     args = [np.ones((2, 2), dtype="int64")]
     after = AccumulateInPlace()(FromConstants)
     np.testing.assert_array_equal(_run(after, args), _run(FromConstants, args))
+
+
+@tvm.script.ir_module
+class SliceGrads:
+    """The gradient of per-step slices of one (steps, batch, features) tensor, as Gradient writes it."""
+
+    @R.function
+    def main(g0: R.Tensor((2, 3), "float32"), g1: R.Tensor((2, 3), "float32"),
+             g2: R.Tensor((2, 3), "float32"), g3: R.Tensor((1, 2, 3), "float32")):
+        with R.dataflow():
+            a0 = R.expand_dims(g0, 0)
+            a1 = R.expand_dims(g1, 0)
+            a2 = R.expand_dims(g2, 0)
+            p0 = R.nn.pad(a0, [0, 3, 0, 0, 0, 0])
+            p1 = R.nn.pad(a1, [1, 2, 0, 0, 0, 0])
+            s1 = R.add(p0, p1)
+            p2 = R.nn.pad(a2, [2, 1, 0, 0, 0, 0])
+            s2 = R.add(s1, p2)
+            p3 = R.nn.pad(g3, [3, 0, 0, 0, 1, 0])  # two padded axes: (1, 2, 3) -> (4, 2, 4)
+            q = R.nn.pad(s2, [0, 0, 0, 0, 0, 1])
+            s3 = R.add(q, q)
+            s4 = R.add(s3, p3)
+            R.output(s4)
+        return s4
+
+
+@tvm.script.ir_module
+class PadNotZero:
+    @R.function
+    def main(a: R.Tensor((4, 3), "float32"), b: R.Tensor((4, 3), "float32"), c: R.Tensor((3, 3), "float32")):
+        with R.dataflow():
+            s1 = R.add(a, b)
+            p = R.nn.pad(c, [1, 0, 0, 0], pad_value=1.0)  # ones outside the slice: a plain add
+            s2 = R.add(s1, p)
+            r = R.nn.pad(c, [0, 1, 0, 0])
+            s3 = R.add(s2, r)
+            t = R.add(r, a)  # r read twice: its pad must stay, so the add stays a full one
+            R.output(s3, t)
+        return (s3, t)
+
+
+def test_padded_contributions_add_into_their_slice_only():
+    chosen = find_accumulations(SliceGrads["main"])
+    offsets = sorted(piece[1] for _, piece in chosen.values() if piece is not None)
+    assert offsets == [(2, 0, 0), (3, 0, 1)]
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(s).astype("float32") for s in [(2, 3), (2, 3), (2, 3), (1, 2, 3)]]
+    after = relax.transform.DeadCodeElimination()(AccumulateInPlace()(SliceGrads))
+    text = after.script()
+    assert "slice_accumulate" in text and text.count("R.nn.pad") == 3  # p2 and p3 are gone
+    np.testing.assert_array_equal(_run(after, args), _run(SliceGrads, args))
+
+
+def test_pads_that_are_not_zero_or_are_shared_stay_full_adds():
+    chosen = find_accumulations(PadNotZero["main"])
+    assert sorted(chosen.values(), key=str) == [(0, None), (0, None)]
+    rng = np.random.default_rng(2)
+    args = [rng.standard_normal(s).astype("float32") for s in [(4, 3), (4, 3), (3, 3)]]
+    after = AccumulateInPlace()(PadNotZero)
+    for got, want in zip(_run_all(after, args), _run_all(PadNotZero, args)):
+        np.testing.assert_array_equal(got, want)
+
+
+def _run_all(mod, args):
+    exe = tvm.compile(mod, target="llvm")
+    vm = relax.VirtualMachine(exe, tvm.cpu())
+    return [o.numpy() for o in vm["main"](*[tvm.runtime.tensor(x) for x in args])]

@@ -13,6 +13,12 @@ add (``R.call_tir_inplace``, which ``FuseOps`` leaves alone): ``s1 = g1 + g2`` a
 sum, ``s1 += g3`` and ``s1 += g4`` follow, each able to run as soon as its contribution is
 computed. The association order of the sum is unchanged, so the values are the same.
 
+A contribution that is a zero ``pad`` of a smaller tensor (the gradient of a slice: an RNN's
+input projections are computed for all time steps at once and sliced per step) is added into
+its slice of the accumulator only (``acc[b:b+k] += g``): the padded full-size copy, as large as
+the accumulator and made once per time step, is never built. Adding the zeros elsewhere would
+leave those elements unchanged, so the values are the same.
+
 A link is rewritten only when it is safe to write into its accumulator: the accumulator is
 the result of the previous add of the chain (so a fresh tensor, not a parameter or a view),
 read by nothing else, and accumulator, contribution and sum have one static shape and dtype
@@ -30,12 +36,27 @@ from .optim import make_kernel
 from .relax_shapes import static_shape
 
 _ADD = "relax.add"
+_PAD = "relax.nn.pad"
 _OPAQUE = 8  # TVM's OpPatternKind::kOpaque
 
 
 def _is_add(value) -> bool:
     return (isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op)
             and value.op.name == _ADD and len(value.args) == 2)
+
+
+def _zero_pad_offsets(value) -> Optional[Tuple[relax.Expr, Tuple[int, ...]]]:
+    """``(data, per-axis leading offsets)`` when ``value`` is a zero ``pad``, else None."""
+    if not (isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op)
+            and value.op.name == _PAD and len(value.args) == 1):
+        return None
+    attrs = value.attrs
+    if str(attrs.pad_mode) != "constant" or float(attrs.pad_value) != 0.0:
+        return None
+    widths = [int(w) for w in attrs.pad_width]
+    if any(w < 0 for w in widths):
+        return None
+    return value.args[0], tuple(widths[0::2])
 
 
 def _tensor_key(expr) -> Optional[Tuple[Tuple[int, ...], str]]:
@@ -88,35 +109,73 @@ def _input_dependent(func: relax.Function) -> Set[relax.Var]:
     return dependent
 
 
-def find_accumulations(func: relax.Function) -> Dict[relax.Call, int]:
-    """The adds of ``func`` to rewrite in place: the add call -> index of its accumulator arg."""
+#: An add to rewrite: index of its accumulator argument, and for a padded contribution the
+#: unpadded data and its offsets in the accumulator (None for a plain same-shape add).
+Accumulation = Tuple[int, Optional[Tuple[relax.Expr, Tuple[int, ...]]]]
+
+
+def find_accumulations(func: relax.Function) -> Dict[relax.Call, Accumulation]:
+    """The adds of ``func`` to rewrite in place: the add call -> what to accumulate where."""
     counts = _use_counts(func)
     dependent = _input_dependent(func)
-    adds = {}
+    adds, pads = {}, {}
     for block in func.body.blocks:
         if not isinstance(block, relax.DataflowBlock):
             continue
         for b in block.bindings:
-            if isinstance(b, relax.VarBinding) and _is_add(b.value):
+            if not isinstance(b, relax.VarBinding):
+                continue
+            if _is_add(b.value):
                 adds[b.var] = b.value
-    chosen: Dict[relax.Call, int] = {}
+            elif _zero_pad_offsets(b.value) is not None:
+                pads[b.var] = _zero_pad_offsets(b.value)
+    chosen: Dict[relax.Call, Accumulation] = {}
     for var, call in adds.items():
         key = _tensor_key(var)
         if key is None or any(_tensor_key(a) != key for a in call.args):
             continue
         for i, acc in enumerate(call.args):
             if acc in adds and counts.get(acc, 0) == 1 and acc in dependent:
-                chosen[call] = i
+                g = call.args[1 - i]
+                piece = pads.get(g) if counts.get(g, 0) == 1 else None
+                if piece is not None and _tensor_key(piece[0]) is None:
+                    piece = None
+                chosen[call] = (i, piece)
                 break
     return chosen
 
 
+def slice_accumulate_kernel(acc_shape: Tuple[int, ...], g_shape: Tuple[int, ...],
+                            offsets: Tuple[int, ...], dtype: str) -> Tuple[str, tvm.tirx.PrimFunc]:
+    """``acc[o0 + v0, o1 + v1, ...] += g[v0, v1, ...]`` in place, static shapes."""
+    from tvm.script import tirx as T
+    from tvm.script.parser import parse
+
+    ndim = len(acc_shape)
+    name = (f"slice_accumulate_{dtype}_{'x'.join(map(str, g_shape))}_into_"
+            f"{'x'.join(map(str, acc_shape))}_at_{'_'.join(map(str, offsets))}")
+    idx = ", ".join(f"v{i}" for i in range(ndim))
+    shifted = ", ".join(f"v{i} + {o}" if o else f"v{i}" for i, o in enumerate(offsets))
+    loops = ", ".join(f"i{i}" for i in range(ndim))
+    src = "\n".join([
+        "@T.prim_func(private=True, s_tir=True)",
+        f"def {name}(acc: T.Buffer({tuple(acc_shape)}, \"{dtype}\"), "
+        f"g: T.Buffer({tuple(g_shape)}, \"{dtype}\")):",
+        '    T.func_attr({"tirx.noalias": True})',
+        f"    for {loops} in T.grid({', '.join(map(str, g_shape))}):",
+        f"        with T.sblock(\"{name}\"):",
+        f"            {idx} = T.axis.remap(\"{'S' * ndim}\", [{loops}])",
+        f"            acc[{shifted}] = acc[{shifted}] + g[{idx}]",
+    ]) + "\n"
+    return name, parse(src, extra_vars={"T": T})
+
+
 @relax.expr_functor.mutator
 class _AccumulateMutator(relax.PyExprMutator):
-    def __init__(self, mod: tvm.IRModule, chosen: Dict[relax.Call, int]):
+    def __init__(self, mod: tvm.IRModule, chosen: Dict[relax.Call, Accumulation]):
         super().__init__(mod)
         self.chosen = chosen
-        self.kernels: Dict[Tuple[int, str], tvm.ir.GlobalVar] = {}
+        self.kernels: Dict[tuple, tvm.ir.GlobalVar] = {}
 
     def _kernel(self, ndim: int, dtype: str) -> tvm.ir.GlobalVar:
         if (ndim, dtype) not in self.kernels:
@@ -128,14 +187,28 @@ class _AccumulateMutator(relax.PyExprMutator):
             self.kernels[(ndim, dtype)] = self.builder_.add_func(func, name)
         return self.kernels[(ndim, dtype)]
 
+    def _slice_kernel(self, acc_shape, g_shape, offsets, dtype) -> tvm.ir.GlobalVar:
+        key = ("slice", acc_shape, g_shape, offsets, dtype)
+        if key not in self.kernels:
+            name, func = slice_accumulate_kernel(acc_shape, g_shape, offsets, dtype)
+            self.kernels[key] = self.builder_.add_func(func.with_attr("op_pattern", _OPAQUE), name)
+        return self.kernels[key]
+
     def visit_call_(self, call: relax.Call) -> relax.Expr:
-        acc_index = self.chosen.get(call)
-        if acc_index is None:
+        plan = self.chosen.get(call)
+        if plan is None:
             return super().visit_call_(call)
-        args = [self.visit_expr(a) for a in call.args]
-        acc, g = args[acc_index], args[1 - acc_index]
+        acc_index, piece = plan
+        acc = self.visit_expr(call.args[acc_index])
         shape, dtype = _tensor_key(call)
-        return relax.op.call_tir_inplace(self._kernel(len(shape), dtype), [acc, g], [0], call.ty)
+        if piece is None:
+            g = self.visit_expr(call.args[1 - acc_index])
+            kernel = self._kernel(len(shape), dtype)
+        else:  # the pad is left unused: dead-code elimination drops it
+            data, offsets = piece
+            g = self.visit_expr(data)
+            kernel = self._slice_kernel(shape, _tensor_key(data)[0], offsets, dtype)
+        return relax.op.call_tir_inplace(kernel, [acc, g], [0], call.ty)
 
 
 @tvm.transform.module_pass(opt_level=0, name="AccumulateInPlace")
