@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 from ..graph.model import Graph
 
 __all__ = ["program_order", "deferred_program_order", "list_schedule", "dfs_order",
-           "best_heuristic", "source_ops", "HEURISTICS"]
+           "best_heuristic", "heuristic_orders", "source_ops", "HEURISTICS"]
 
 
 def program_order(g: Graph) -> list[int]:
@@ -251,6 +251,12 @@ HEURISTICS: dict[str, Callable[[Graph], list[int]]] = {
 }
 
 
+def heuristic_orders(g: Graph, names: Sequence[str] | None = None) -> dict[str, list[int]]:
+    """The order of each heuristic in ``names`` (default: all), by name."""
+    names = list(HEURISTICS) if names is None else list(names)
+    return {name: HEURISTICS[name](g) for name in names}
+
+
 def best_heuristic(g: Graph, names: Sequence[str] | None = None,
                    extra: dict[str, list[int]] | None = None) -> tuple[list[int], int, dict[str, int]]:
     """Run heuristics and keep the order with the least peak.
@@ -270,8 +276,7 @@ def best_heuristic(g: Graph, names: Sequence[str] | None = None,
     peaks : dict of str to int
         Peak of every candidate, by name.
     """
-    names = list(HEURISTICS) if names is None else list(names)
-    cands = {name: HEURISTICS[name](g) for name in names}
+    cands = heuristic_orders(g, names)
     cands.update(extra or {})
     peaks = {name: g.peak(o) for name, o in cands.items()}
     best = min(peaks, key=lambda k: (peaks[k], k != "program"))
