@@ -19,6 +19,10 @@ its slice of the accumulator only (``acc[b:b+k] += g``): the padded full-size co
 the accumulator and made once per time step, is never built. Adding the zeros elsewhere would
 leave those elements unchanged, so the values are the same.
 
+A contribution that is a matrix product is added into the accumulator by the product's own
+kernel (:mod:`.matmul_accumulate`), so no product-sized temporary exists at all; the first
+link of such a chain may then write into the fresh result of the call before it.
+
 A link is rewritten only when it is safe to write into its accumulator: the accumulator is
 the result of the previous add of the chain (so a fresh tensor, not a parameter or a view),
 read by nothing else, and accumulator, contribution and sum have one static shape and dtype
@@ -32,6 +36,7 @@ from typing import Dict, Optional, Set, Tuple
 import tvm
 from tvm import relax
 
+from .matmul_accumulate import matmul_accumulate_kernel, matmul_operands
 from .optim import make_kernel
 from .relax_shapes import static_shape
 
@@ -109,16 +114,31 @@ def _input_dependent(func: relax.Function) -> Set[relax.Var]:
     return dependent
 
 
-#: An add to rewrite: index of its accumulator argument, and for a padded contribution the
-#: unpadded data and its offsets in the accumulator (None for a plain same-shape add).
-Accumulation = Tuple[int, Optional[Tuple[relax.Expr, Tuple[int, ...]]]]
+#: An add to rewrite: index of its accumulator argument; for a padded contribution the
+#: unpadded data and its offsets in the accumulator; for a matrix-product contribution
+#: ``(layout, x, y)`` (None where the contribution is added as it is).
+Accumulation = Tuple[int, Optional[Tuple[relax.Expr, Tuple[int, ...]]],
+                     Optional[Tuple[str, relax.Expr, relax.Expr]]]
 
 
-def find_accumulations(func: relax.Function) -> Dict[relax.Call, Accumulation]:
-    """The adds of ``func`` to rewrite in place: the add call -> what to accumulate where."""
+def _fresh(value) -> bool:
+    """A call whose result is a new tensor: ``call_tir`` (not in place) or a matmul."""
+    if not isinstance(value, relax.Call) or not isinstance(value.op, tvm.ir.Op):
+        return False
+    return value.op.name in ("relax.call_tir", "relax.matmul", _ADD)
+
+
+def find_accumulations(func: relax.Function,
+                       mod: Optional[tvm.IRModule] = None) -> Dict[relax.Call, Accumulation]:
+    """The adds of ``func`` to rewrite in place: the add call -> what to accumulate where.
+
+    ``mod`` (the module holding ``func``) lets products computed by tagged kernels be
+    recognised; without it only ``relax.matmul`` products are.
+    """
     counts = _use_counts(func)
     dependent = _input_dependent(func)
-    adds, pads = {}, {}
+    mod = mod if mod is not None else tvm.IRModule()
+    adds, pads, products, fresh = {}, {}, {}, set()
     for block in func.body.blocks:
         if not isinstance(block, relax.DataflowBlock):
             continue
@@ -129,18 +149,27 @@ def find_accumulations(func: relax.Function) -> Dict[relax.Call, Accumulation]:
                 adds[b.var] = b.value
             elif _zero_pad_offsets(b.value) is not None:
                 pads[b.var] = _zero_pad_offsets(b.value)
+            elif matmul_operands(b.value, mod) is not None:
+                products[b.var] = matmul_operands(b.value, mod)
+            if _fresh(b.value):
+                fresh.add(b.var)
     chosen: Dict[relax.Call, Accumulation] = {}
     for var, call in adds.items():
         key = _tensor_key(var)
         if key is None or any(_tensor_key(a) != key for a in call.args):
             continue
         for i, acc in enumerate(call.args):
-            if acc in adds and counts.get(acc, 0) == 1 and acc in dependent:
-                g = call.args[1 - i]
-                piece = pads.get(g) if counts.get(g, 0) == 1 else None
+            g = call.args[1 - i]
+            single = counts.get(g, 0) == 1 and g is not acc
+            product = products.get(g) if single else None
+            if product is not None and acc in product[1:]:
+                product = None  # the product reads the accumulator it would write
+            writable = acc in adds or (product is not None and acc in fresh)
+            if writable and counts.get(acc, 0) == 1 and acc in dependent:
+                piece = pads.get(g) if single else None
                 if piece is not None and _tensor_key(piece[0]) is None:
                     piece = None
-                chosen[call] = (i, piece)
+                chosen[call] = (i, piece, product)
                 break
     return chosen
 
@@ -194,13 +223,25 @@ class _AccumulateMutator(relax.PyExprMutator):
             self.kernels[key] = self.builder_.add_func(func.with_attr("op_pattern", _OPAQUE), name)
         return self.kernels[key]
 
+    def _product_kernel(self, layout, x, y, acc_key) -> tvm.ir.GlobalVar:
+        key = ("product", layout, _tensor_key(x), _tensor_key(y), acc_key)
+        if key not in self.kernels:
+            name, func = matmul_accumulate_kernel(layout, _tensor_key(x), _tensor_key(y), acc_key)
+            self.kernels[key] = self.builder_.add_func(func.with_attr("op_pattern", _OPAQUE), name)
+        return self.kernels[key]
+
     def visit_call_(self, call: relax.Call) -> relax.Expr:
         plan = self.chosen.get(call)
         if plan is None:
             return super().visit_call_(call)
-        acc_index, piece = plan
+        acc_index, piece, product = plan
         acc = self.visit_expr(call.args[acc_index])
         shape, dtype = _tensor_key(call)
+        if product is not None:  # the product's own call is left unused for DCE
+            layout, x, y = product
+            kernel = self._product_kernel(layout, x, y, (shape, dtype))
+            args = [self.visit_expr(x), self.visit_expr(y), acc]
+            return relax.op.call_tir_inplace(kernel, args, [2], call.ty)
         if piece is None:
             g = self.visit_expr(call.args[1 - acc_index])
             kernel = self._kernel(len(shape), dtype)
@@ -221,7 +262,7 @@ class AccumulateInPlace:
     """
 
     def transform_module(self, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
-        plans = {gv: find_accumulations(f) for gv, f in mod.functions.items()
+        plans = {gv: find_accumulations(f, mod) for gv, f in mod.functions.items()
                  if isinstance(f, relax.Function)}
         if not any(plans.values()):
             return mod

@@ -20,6 +20,10 @@ from __future__ import annotations
 import tvm
 from tvm import relax, te
 
+#: PrimFunc attribute naming the operand layout of the kernels made here ("NT" or "TN"), so
+#: that later passes (:mod:`.accumulate`) can recognise them without reading their TIR.
+MATMUL_LAYOUT_ATTR = "roam.matmul_layout"
+
 
 def _swaps_last_two(call) -> bool:
     nd = call.args[0].ty.ndim
@@ -82,11 +86,13 @@ class _Fuser(relax.PyExprMutator):
         src = self._transposed(wt)
         if src is not None:
             return self.builder_.call_te(_nt_matmul(shape, str(out_ty.dtype)), x, src,
-                                         primfunc_name_hint="NT_matmul")
+                                         primfunc_name_hint="NT_matmul",
+                                         primfunc_attrs={MATMUL_LAYOUT_ATTR: "NT"})
         src = self._transposed(x)
         if src is not None:
             return self.builder_.call_te(_nt_matmul(shape, str(out_ty.dtype), True), src, wt,
-                                         primfunc_name_hint="TN_matmul")
+                                         primfunc_name_hint="TN_matmul",
+                                         primfunc_attrs={MATMUL_LAYOUT_ATTR: "TN"})
         return call
 
     def _transposed(self, var):
