@@ -9,6 +9,8 @@ from tvm import relax
 
 from .flatten_tuples import InlineTupleVars
 from .accumulate import AccumulateInPlace
+from .batched_weight_grads import MergeBatchedWeightGrads
+from .transpose_sums import TransposeProductSums
 from .nt_matmul import FuseNTMatmul
 from .optim import Optimizer
 from .placement import UpdateEmitter, update_points
@@ -124,6 +126,9 @@ def assemble(adj: relax.Function, names: StepNames, optimizer: Optimizer, bn_inf
     # field, else FuseTIR fails on a tuple parameter (GRU; flatten_tuples.py)
     # a gradient summed over many uses (an RNN weight over its time steps) is accumulated as
     # each contribution arrives, not in one fused kernel at the end (accumulate.py)
-    mod = AccumulateInPlace()(FuseNTMatmul()(bb.get()))
+    # the transpose of a weight-gradient sum is summed transposed, without a copy (transpose_sums.py)
+    # a weight gradient summed over leading dims is one 2-D product (batched_weight_grads.py)
+    mod = FuseNTMatmul()(MergeBatchedWeightGrads()(bb.get()))
+    mod = AccumulateInPlace()(TransposeProductSums()(mod))
     mod = relax.transform.DeadCodeElimination()(InlineTupleVars()(mod))
     return mod, sig, emitter.update_deps
