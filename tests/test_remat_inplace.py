@@ -182,3 +182,17 @@ def test_predicted_peak_of_every_candidate_matches_the_built_state_with_inplace(
                 assert move_peak(fr, mv, arr["base"])[0] == _inplace_peak(g, nst, allowed), (r, s, chain)
                 checked += 1
     assert checked
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lp_bound_with_inplace_is_below_every_plan(seed):
+    from roam_tvm.remat.lp_bound import RelaxedBound
+
+    g = random_dag(60, seed, size_range=(2, 3)) if seed % 2 else GRAPHS[seed]()
+    planner = RematPlanner(g, inplace=equal_size_pairs(g, seed))
+    bound = RelaxedBound(g, planner.base_order, planner.costs, planner.inplace)
+    top, floor = planner.lives[0].peak, planner.floor().bytes
+    assert bound.overhead(top) == 0.0
+    for b in [floor + (top - floor) * k // 6 for k in range(6)]:
+        low = bound.overhead(b)
+        assert low is not None and low <= planner.plan(b).overhead + 1e-9, (b, low)
