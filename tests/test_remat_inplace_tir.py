@@ -109,7 +109,7 @@ def test_unsafe_kernels_are_refused(func, n_in, why):
     assert why in (inplace_safe(func, 0, 0, n_in) or "")
     assert (0, 0) not in inplace_pairs(func, n_in)
     with pytest.raises(ValueError, match="cannot be written into input"):
-        inplace_kernel(func, 0, 0, n_in, "k")
+        inplace_kernel(func, [(0, 0)], n_in, "k")
 
 
 def test_reduction_writer_is_refused():
@@ -127,8 +127,9 @@ def test_reduction_writer_is_refused():
 
 @pytest.mark.parametrize("func, n_in, k", [(add, 2, 1), (staged, 1, 0)])
 def test_inplace_kernel_computes_the_same_bits(func, n_in, k):
-    new = inplace_kernel(func, 0, k, n_in, "f")
-    assert list(new.attrs[INPLACE_ATTR])[1:] == [0, k] and len(new.params) == n_in
+    new = inplace_kernel(func, [(0, k)], n_in, "f")
+    attr = new.attrs[INPLACE_ATTR]
+    assert str(attr[0]) == "f" and [[int(v) for v in p] for p in attr[1]] == [[0, k]] and len(new.params) == n_in
     rng = np.random.default_rng(0)
     shape = [int(d) for d in func.params[0].ty.shape]
     ins = [rng.standard_normal(shape).astype("float32") for _ in range(n_in)]

@@ -206,21 +206,30 @@ def inplace_pairs(func: tirx.PrimFunc, n_inputs: int) -> list[tuple[int, int]]:
     return [(m, k) for m in range(n_out) for k in range(n_inputs) if inplace_safe(func, m, k, n_inputs) is None]
 
 
-def inplace_kernel(func: tirx.PrimFunc, out_m: int, in_k: int, n_inputs: int, name: str) -> tirx.PrimFunc:
-    """The kernel with output ``out_m`` stored into input ``in_k`` (the output parameter removed).
+def inplace_kernel(func: tirx.PrimFunc, pairs: list[tuple[int, int]], n_inputs: int, name: str) -> tirx.PrimFunc:
+    """The kernel with each output ``m`` stored into input ``k`` for ``(m, k)`` in ``pairs``.
 
-    Raises ``ValueError`` when :func:`inplace_safe` refuses the pair.
+    The outputs' parameters are removed; the kernel gets the attribute
+    ``roam.inplace_of = [name, [[m, k], ...]]``. Raises ``ValueError`` when
+    :func:`inplace_safe` refuses a pair, or two pairs share an output or input.
     """
-    why = inplace_safe(func, out_m, in_k, n_inputs)
-    if why is not None:
-        raise ValueError(f"kernel {name}: output {out_m} cannot be written into input {in_k}: {why}")
+    pairs = [(int(m), int(k)) for m, k in pairs]
+    if len({m for m, _ in pairs}) != len(pairs) or len({k for _, k in pairs}) != len(pairs):
+        raise ValueError(f"kernel {name}: in-place pairs {pairs} share an output or an input")
+    for m, k in pairs:
+        why = inplace_safe(func, m, k, n_inputs)
+        if why is not None:
+            raise ValueError(f"kernel {name}: output {m} cannot be written into input {k}: {why}")
     params = list(func.params)
-    ib, ob = params[in_k], params[n_inputs + out_m]
+    swap_to = {n_inputs + m: params[k] for m, k in pairs}
+    outs = [params[i] for i in swap_to]
 
     def swap(x):
-        return ib if isinstance(x, tirx.Var) and x.same_as(ob) else x
+        for i, ib in swap_to.items():
+            if x.same_as(params[i]):
+                return ib
+        return x
 
     body = tvm_ffi.structural_map(func.body, [(tirx.Var, swap)])
-    new = tirx.PrimFunc([p for p in params if not p.same_as(ob)], body, func.ret_type, func.attrs)
-    return new.with_attr(INPLACE_ATTR, tvm.runtime.convert([name, out_m, in_k]) if hasattr(tvm.runtime, "convert")
-                         else [name, out_m, in_k])
+    new = tirx.PrimFunc([p for p in params if not any(p.same_as(o) for o in outs)], body, func.ret_type, func.attrs)
+    return new.with_attr(INPLACE_ATTR, [name, [[m, k] for m, k in pairs]])
