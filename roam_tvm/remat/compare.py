@@ -74,7 +74,7 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
     seconds = time.perf_counter() - start
     # Two independent checks: the recomputation against roam's order, the
     # layout against the budgeted step it laid out.
-    violations = check_recompute(ordered[func], budgeted[func])
+    violations = check_recompute(ordered[func], budgeted[func], budgeted)
     violations += check_plan(lowered[func], planned[func], planned)
     peak, g = planned_peak(planned[func], planned)
     plan, floor = remat.plans[func], remat.planners[func].floor()
