@@ -271,7 +271,7 @@ class RematPlanner:
                 f"budget {format_bytes(b)} is below {format_bytes(self.lower_bound)}, the bytes no plan "
                 f"can avoid: always-live ({format_bytes(self.g.always_live_bytes)}: "
                 f"{_parts_text(always_live_parts(self.g))}) + the largest op's inputs, outputs and "
-                f"workspace. Use a budget of at least {self.floor().bytes} bytes (this planner's floor).")
+                f"workspace{' (less the outputs it may write into its inputs)' if self.inplace else ''}. Use a budget of at least {self.floor().bytes} bytes (this planner's floor).")
         i = self._extend_until(b)
         if i is None:
             raise self.floor().error(b)
