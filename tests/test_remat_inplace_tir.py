@@ -141,3 +141,47 @@ def test_inplace_kernel_computes_the_same_bits(func, n_in, k):
     args = [tvm.runtime.tensor(x, dev) for x in ins]
     got["main"](*args)
     np.testing.assert_array_equal(args[k].numpy(), out.numpy())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, sizes", [("gpt2-small", dict(batch=1, seq=16)), ("resnet18", dict(batch=2, image=32))])
+def test_every_inplace_kernel_of_a_zoo_step_computes_the_same_bits(name, sizes):
+    # Each derived kernel RoamRemat emits, run on random inputs beside the kernel it came from.
+    from argparse import Namespace
+
+    from roam_tvm.cli import load_step
+    from roam_tvm.report.compare import with_param_kinds
+    from roam_tvm.report.simulate import schedule_for
+    from roam_tvm.remat.relax_remat import RoamRemat
+
+    ts, _ = load_step(Namespace(model=name, small=False, optimizer=None, lr=None, loss=None, quiet=True,
+                                batch=sizes.get("batch"), seq=sizes.get("seq"), image=sizes.get("image")))
+    mod = schedule_for(with_param_kinds(ts), "llvm")
+    new = RoamRemat("1", functions=[ts.func_name]).rewrite(mod)
+    rng = np.random.default_rng(0)
+    dev = tvm.cpu()
+
+    def rand(p):
+        shape, dt = [int(d) for d in p.ty.shape], str(p.ty.dtype)
+        if dt.startswith("float"):
+            return rng.standard_normal(shape).astype(dt)
+        return rng.integers(0, 2 if dt == "bool" else 8, shape).astype(dt)
+
+    checked = 0
+    for _, k in new.functions.items():
+        if not isinstance(k, tvm.tirx.PrimFunc) or k.attrs is None or INPLACE_ATTR not in k.attrs:
+            continue
+        orig = new[str(k.attrs[INPLACE_ATTR][0])]
+        pairs = [(int(m), int(i)) for m, i in k.attrs[INPLACE_ATTR][1]]
+        removed = [j for j, p in enumerate(orig.params) if not any(p.same_as(q) for q in k.params)]
+        n_in = min(removed) - min(m for m, _ in pairs)
+        vals = [rand(p) for p in orig.params]
+        ref = [tvm.runtime.tensor(v, dev) for v in vals]
+        got = [tvm.runtime.tensor(v, dev) for j, v in enumerate(vals) if j not in removed]
+        tvm.compile(tvm.IRModule({"main": orig.with_attr("global_symbol", "main")}), "llvm")["main"](*ref)
+        tvm.compile(tvm.IRModule({"main": k.with_attr("global_symbol", "main")}), "llvm")["main"](*got)
+        kept = [j for j in range(len(vals)) if j not in removed]
+        for m, i in pairs:
+            np.testing.assert_array_equal(ref[n_in + m].numpy(), got[kept.index(i)].numpy())
+        checked += 1
+    assert checked
