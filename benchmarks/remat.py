@@ -66,13 +66,17 @@ def parse_model(text: str) -> tuple[str, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="mlp,cnn,resnet18")
+    ap.add_argument("--models", default="mlp,cnn,resnet18", help="comma-separated; empty for none")
     ap.add_argument("--small", action="store_true", help="the zoo's small test configurations")
     ap.add_argument("--budgets", type=int, default=20)
     ap.add_argument("--targets", action="store_true", help="also run the issue's target rows")
     ap.add_argument("--target", default="cuda", choices=["cuda", "llvm"])
     ap.add_argument("--order-time-limit", type=float, default=2.0, help="RoamOrder seconds per piece")
     ap.add_argument("--time-limit", type=float, default=180.0, help="recomputation search seconds per model")
+    ap.add_argument("--no-inplace", action="store_true",
+                    help="never write an output into a dying input (the figures before in-place planning)")
+    ap.add_argument("--only-targets", default="",
+                    help="comma-separated substrings: run only the target rows whose model matches one")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "remat.json"))
     args = ap.parse_args(argv)
     if args.budgets < 2:
@@ -96,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
 
     for name, sizes in models:
         print(f"{name} {sizes} ...", flush=True)
-        prep = prepare(name, sizes, args.small, args.target, args.order_time_limit, args.time_limit)
+        prep = prepare(name, sizes, args.small, args.target, args.order_time_limit, args.time_limit,
+                       not args.no_inplace)
         row = plan_row(prep, args.budgets)
         row["baselines"] = baselines(name, sizes, args.small)
         report["models"].append(row)
@@ -107,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.targets:
         from remat_rows import run_targets
 
-        report["targets"] = run_targets(TARGETS, args, parse_model, save_to=(report, save))
+        only = [x for x in args.only_targets.split(",") if x]
+        rows = [t for t in TARGETS if not only or any(x in t[0] for x in only)]
+        report["targets"] = run_targets(rows, args, parse_model, save_to=(report, save))
     save()
     print(f"wrote {out}")
     return 0

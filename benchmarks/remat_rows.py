@@ -7,9 +7,11 @@ from argparse import Namespace
 _LAST: dict = {}  # one prepared model, reused by the next call with the same key
 
 
-def prepare(name: str, sizes: dict, small: bool, target: str, order_time: float, time_limit: float) -> dict:
-    """Import, schedule and order one zoo model; returns its graph, FLOPs and a recomputation planner."""
-    key = (name, tuple(sorted(sizes.items())), small, target, order_time, time_limit)
+def prepare(name: str, sizes: dict, small: bool, target: str, order_time: float, time_limit: float,
+            inplace: bool = True) -> dict:
+    """Import, schedule and order one zoo model; returns its graph, FLOPs and a recomputation planner
+    (with the in-place pairs its kernels allow, unless ``inplace`` is False)."""
+    key = (name, tuple(sorted(sizes.items())), small, target, order_time, time_limit, inplace)
     if _LAST.get("key") == key:
         return _LAST["prep"]
     _LAST.clear()
@@ -18,6 +20,7 @@ def prepare(name: str, sizes: dict, small: bool, target: str, order_time: float,
     from roam_tvm.cli import load_step
     from roam_tvm.passes import RoamOrder, extract_graph
     from roam_tvm.remat import RematPlanner
+    from roam_tvm.remat.relax_inplace import inplace_candidates
     from roam_tvm.remat.relax_remat import op_flops
     from roam_tvm.report.compare import with_param_kinds
     from roam_tvm.report.simulate import schedule_for
@@ -30,11 +33,14 @@ def prepare(name: str, sizes: dict, small: bool, target: str, order_time: float,
     scheduled = schedule_for(with_param_kinds(ts), target)
     with tvm.target.Target(target):
         ordered = RoamOrder(functions=[func], time_limit=order_time)(scheduled)
-    g = extract_graph(ordered[func], ordered, func).graph
+    rg = extract_graph(ordered[func], ordered, func)
+    g = rg.graph
     flops = op_flops(ordered, g)
+    pairs = inplace_candidates(ordered, rg) if inplace else None
     prep = {"name": name, "sizes": sizes, "small": small, "g": g,
             "config": {k: v for k, v in spec.config.items() if isinstance(v, (int, float, str, bool))},
-            "planner": RematPlanner(g, list(range(len(g.ops))), "roofline", flops, time_limit=time_limit),
+            "planner": RematPlanner(g, list(range(len(g.ops))), "roofline", flops, time_limit=time_limit,
+                                    inplace=pairs),
             "prepare_seconds": time.perf_counter() - t0}
     _LAST.update(key=key, prep=prep)
     return prep
@@ -58,6 +64,7 @@ def plan_one(prep: dict, budget: int, bound) -> dict:
             "overhead_flops": over.get("flops"), "overhead_bytes": over.get("bytes"),
             "lp_bound_time": low, "gap_time": None if low is None else over["roofline"] - low,
             "plan_seconds": planner.state_seconds[plan.report["path_index"]],
+            "inplace_ops": plan.report.get("inplace_ops", 0), "inplace_bytes": plan.report.get("inplace_bytes", 0),
             "query_seconds": time.perf_counter() - t, "truncated": planner.truncated}
 
 
@@ -79,13 +86,15 @@ def plan_row(prep: dict, n_budgets: int) -> dict:
     t0 = time.perf_counter()
     floor = planner.floor()
     floor_seconds = time.perf_counter() - t0
-    bound = RelaxedBound(prep["g"], planner.base_order, planner.costs)
+    bound = RelaxedBound(prep["g"], planner.base_order, planner.costs, planner.inplace)
     top = planner.unbudgeted_peak
     rows = [plan_one(prep, floor.bytes + (top - floor.bytes) * k // max(1, n_budgets - 1), bound)
             for k in range(n_budgets)]
     costs = [r["overhead_time"] for r in rows]
     return {"model": prep["name"], "sizes": prep["sizes"], "small": prep["small"], "config": prep["config"],
             "ops": len(prep["g"].ops), "unbudgeted_peak_bytes": top, "floor_bytes": floor.bytes,
+            "inplace_peak_bytes": planner.lives[0].peak,
+            "inplace_candidate_ops": len(planner.inplace.positions) if planner.inplace else 0,
             "floor": floor.describe(), "lower_bound_bytes": floor.lower_bound, "path_states": len(planner.states),
             "path_seconds": planner.seconds, "truncated": planner.truncated, "lp_variables": bound.variables,
             "prepare_seconds": prep["prepare_seconds"], "floor_seconds": floor_seconds,
@@ -134,13 +143,14 @@ def run_targets(targets: list, args, parse_model, save_to=None) -> list[dict]:
             elif kind.startswith("roam:"):
                 rname, rsizes = parse_model(kind[5:])
                 ref = prepare(rname, rsizes, False, args.target, args.order_time_limit,
-                              args.time_limit)["planner"].unbudgeted_peak
+                              args.time_limit, not args.no_inplace)["planner"].unbudgeted_peak
                 budget, text = int(ref * value), f"roam's unbudgeted peak of {kind[5:]} ({ref} B)"
             else:
                 budget, text = int(value), f"{value / (1 << 30):g} GiB"
-            prep = prepare(name, sizes, False, args.target, args.order_time_limit, args.time_limit)
+            prep = prepare(name, sizes, False, args.target, args.order_time_limit, args.time_limit,
+                           not args.no_inplace)
             row = plan_one(prep, budget, RelaxedBound(prep["g"], prep["planner"].base_order,
-                                                      prep["planner"].costs))
+                                                      prep["planner"].costs, prep["planner"].inplace))
             row["unbudgeted_peak_bytes"] = prep["planner"].unbudgeted_peak
         except Exception as e:  # a target that cannot run is recorded as a miss, with why
             row = {"error": f"{type(e).__name__}: {e}"}

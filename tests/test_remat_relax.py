@@ -121,7 +121,7 @@ def test_zoo_step_recomputed_is_bit_identical(name):
     assert rr.plans[ts.func_name].source
     from roam_tvm.remat.check import check_recompute
 
-    assert check_recompute(mod[ts.func_name], new[ts.func_name]) == []
+    assert check_recompute(mod[ts.func_name], new[ts.func_name], new) == []
     _check_fits(mod, new, ts.func_name, budget)
     inputs = [t.numpy() for t in spec.example_inputs]
     targets = [t.numpy() for t in spec.targets]
@@ -169,7 +169,7 @@ def test_independent_check_accepts_the_rewrite_and_catches_a_wrong_one():
     floor = RematPlanner(g, list(range(len(g.ops)))).floor().bytes
     new = RoamRemat(floor, functions=["main"]).rewrite(mod)
     ref, got = mod["main"], new["main"]
-    assert check_recompute(ref, got) == []
+    assert check_recompute(ref, got, new) == []
     assert recomputed_calls(ref, got) > 0
     # Break the rewrite: the first copy reads the wrong weight.
     block = got.body.blocks[0]
@@ -185,7 +185,7 @@ def test_independent_check_accepts_the_rewrite_and_catches_a_wrong_one():
     bindings[i] = relax.VarBinding(b.var, bad_call)
     bad = relax.Function(got.params, relax.SeqExpr([relax.DataflowBlock(bindings)], got.body.body),
                          got.ret_ty, got.is_pure, got.attrs)
-    problems = check_recompute(ref, bad)
+    problems = check_recompute(ref, bad, new)
     assert any("never computes" in p for p in problems), problems
 
 
@@ -226,4 +226,4 @@ def test_zoo_rewrite_at_the_floor_passes_the_independent_check(name):
     new = RoamRemat(floor, functions=[f]).rewrite(mod)
     assert extract_graph(new[f], new, f).graph.peak() <= floor < g.peak()
     assert recomputed_calls(mod[f], new[f]) > 0
-    assert check_recompute(mod[f], new[f]) == []
+    assert check_recompute(mod[f], new[f], new) == []

@@ -74,7 +74,7 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
     seconds = time.perf_counter() - start
     # Two independent checks: the recomputation against roam's order, the
     # layout against the budgeted step it laid out.
-    violations = check_recompute(ordered[func], budgeted[func])
+    violations = check_recompute(ordered[func], budgeted[func], budgeted)
     violations += check_plan(lowered[func], planned[func], planned)
     peak, g = planned_peak(planned[func], planned)
     plan, floor = remat.plans[func], remat.planners[func].floor()
@@ -91,7 +91,7 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
             "order_bound_bytes": extract_graph(lowered[func], lowered, func).graph.peak(),
             "valid": not violations,
             "note": "; ".join(f"plan checker: {v}" for v in violations[:3]),
-            "method": (f"recompute {len(plan.source)} ops"
+            "method": (f"recompute {len(plan.source)} ops, {len(plan.inplace)} in place"
                        + (f", +{100 * time_share:.1f}% time" if time_share is not None else "")
                        + ("" if peak <= plan.budget else ", arena over budget")),
             "fits": peak <= plan.budget,
@@ -101,6 +101,7 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
             "overhead_time": over.get("roofline"),
             "overhead_bytes": over.get("bytes"),
             "recomputed_ops": len(plan.source),
+            "inplace_ops": len(plan.inplace),
             "plan_seconds": seconds,
         },
     }

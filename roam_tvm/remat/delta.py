@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .inplace import op_saving
 from .moves import Context
 
 __all__ = ["Frame", "Move", "plan_move", "move_peak"]
@@ -133,8 +134,9 @@ class Frame:
     """One state's live intervals as arrays, shared by all its candidate moves."""
 
     def __init__(self, ctx: Context, first: np.ndarray, last: np.ndarray, size: np.ndarray,
-                 alloc: np.ndarray, ws: np.ndarray, profile: list[int]):
+                 alloc: np.ndarray, ws: np.ndarray, profile: list[int], pos: np.ndarray | None = None):
         self.ctx = ctx
+        self.pos = pos
         self.first, self.last = first, last
         self.size, self.alloc, self.ws = size, alloc, ws
         self.prof = np.asarray(profile, dtype=np.int64)
@@ -181,5 +183,68 @@ def move_peak(fr: Frame, mv: Move, base: int) -> tuple[int, int]:
     for j in range(mv.n_compute - 1):  # chain values (the last compute copy is r')
         end = last_read.get(j, j)
         prof[at + j:at + end + 1] += fr.size[ctx.st.ops[mv.src[j]].outputs[0]]
+    if ctx.st.inplace:
+        _inplace_delta(fr, mv, prof, ext, last_read, new)
     pk = int(prof.max())
     return pk, int(np.count_nonzero(prof == pk))
+
+
+def _inplace_delta(fr: Frame, mv: Move, prof: np.ndarray, ext: dict[int, int], last_read: dict[int, int],
+                   new) -> None:
+    """Correct ``prof`` for the in-place pairs the move switches on or off.
+
+    Only three kinds of op can change: the last early user of ``r`` (``r``
+    now dies there), the old last users of versions the copies read (they no
+    longer die there) and the copies themselves (an input may die at a copy).
+    The last late user reads ``r'`` instead of ``r``, which dies there as
+    ``r`` did. Every other op keeps its inputs and their last users.
+    """
+    st, lv = fr.ctx.st, fr.ctx.lv
+    model = st.inplace
+    at, r = mv.at, mv.r
+    moved = {w: q for w, q in ext.items() if 0 <= fr.last[w] < at}  # root -> new last position (a copy)
+
+    def elig(t: int) -> bool:
+        return bool(model.eligible[st.origin_t[t]])
+
+    def size(t: int) -> int:
+        return int(fr.size[t])
+
+    affected = {st.order[mv.early_last], st.order[mv.late_last], *(st.order[fr.last[w]] for w in moved)}
+    for o in affected:
+        src = st.origin_op[o]
+        if src not in model.positions:
+            continue
+        p = int(fr.pos[o])
+        np_ = new(p)
+        cands = model.candidates(st.ops[o], src)
+        old, _ = op_saving(cands, lambda x: int(fr.last[x]) == p, size, elig)
+
+        def dies(x: int) -> bool:
+            if x == r:
+                return (new(mv.late_last) if p >= at else mv.early_last) == np_
+            if x in moved:
+                return moved[x] == np_
+            return int(fr.last[x]) == p
+
+        now, _ = op_saving(cands, dies, size, elig)
+        prof[np_] += old - now
+    for j in range(mv.n_compute):
+        src_op = st.ops[mv.src[j]]
+        src = st.origin_op[src_op.id]
+        if src not in model.positions:
+            continue
+        keys = [("t", v) if kind == "t" else ("f", v) for kind, v in mv.reads[j]]
+        cands = [(keys[k], ("f", j)) for k, m in model.positions[src] if m == 0]
+
+        def key_t(key) -> int:  # a tensor standing for the key (same origin and size)
+            return key[1] if key[0] == "t" else st.ops[mv.src[key[1]]].outputs[0]
+
+        def dies(key, j=j) -> bool:
+            if key[0] == "f":
+                return last_read.get(key[1], key[1]) == j
+            w = lv.root[key[1]]
+            return w == key[1] and moved.get(w) == at + j
+
+        saved, _ = op_saving(cands, dies, lambda key: size(key_t(key)), lambda key: elig(key_t(key)))
+        prof[at + j] -= saved

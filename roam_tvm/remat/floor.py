@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..graph.bounds import any_bound
+from ..graph.bounds import any_bound, op_footprint
 from ..graph.model import ALWAYS_LIVE_KINDS, Graph
 from .budget import format_bytes
 
@@ -22,14 +22,17 @@ def always_live_parts(g: Graph) -> dict[str, int]:
     return out
 
 
-def lower_bound(g: Graph) -> int:
+def lower_bound(g: Graph, inplace=None) -> int:
     """What no plan goes below, recomputing or not: always-live bytes + the largest op footprint.
 
     Every op of the step runs at least once, and while it runs its inputs,
     outputs and workspace are live beside the parameters, optimizer state and
-    inputs.
+    inputs; with ``inplace`` (an :class:`~roam_tvm.remat.inplace.InplaceModel`)
+    less the outputs it may write into its inputs.
     """
-    return any_bound(g)
+    if not inplace or not g.ops:
+        return any_bound(g)
+    return g.always_live_bytes + max(op_footprint(g, j) - inplace.max_saving(g, j) for j in range(len(g.ops)))
 
 
 @dataclass

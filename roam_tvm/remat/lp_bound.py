@@ -20,7 +20,15 @@ dropped gaps: inputs kept alive for the copies, the copies' own outputs and
 workspace, and chained recomputations of dead inputs. So the LP optimum,
 divided by the step's cost, is a lower bound on the overhead of any such
 plan whose peak is ``<= budget``. It says nothing about other moves (other
-orders, in-place rewrites, recomputing roots the planner never splits).
+orders, recomputing roots the planner never splits).
+
+With in-place pairs (:mod:`roam_tvm.remat.inplace`), ``live`` is the base
+order's profile with its in-place writes, and dropping ``r`` over a gap
+also frees ``size(r)`` at the gap's first user when that op may write an
+output into ``r`` (``r`` now dies there): the only steps of the base order
+where a plan can gain an in-place write it did not have. Counting that
+saving even where the op's output is taken by another input only loosens
+the bound.
 """
 from __future__ import annotations
 
@@ -47,8 +55,8 @@ class RelaxedBound:
         Cost per op (the planner's cost model).
     """
 
-    def __init__(self, g: Graph, order: Sequence[int], costs: Sequence[float]):
-        st = initial_state(g, list(order))
+    def __init__(self, g: Graph, order: Sequence[int], costs: Sequence[float], inplace=None):
+        st = initial_state(g, list(order), inplace)
         lv = liveness(st)
         ctx = Context(st, lv)
         self.profile = np.asarray(lv.profile, dtype=np.float64)
@@ -60,11 +68,13 @@ class RelaxedBound:
             size = float(st.tensors[r].size)
             c = float(costs[ctx.producer[r]])
             for a, b in zip(ps, ps[1:]):
-                if b - a < 2:
-                    continue  # no step strictly inside the gap
+                lo = a if inplace and any(x == r for x, _ in inplace.candidates(st.ops[st.order[a]], st.order[a])) \
+                    else a + 1
+                if b - lo < 1:
+                    continue  # no step the drop frees
                 j = len(cost)
                 cost.append(c)
-                inside = np.arange(a + 1, b)
+                inside = np.arange(lo, b)
                 rows.append(inside)
                 cols.append(np.full(len(inside), j))
                 vals.append(np.full(len(inside), size))

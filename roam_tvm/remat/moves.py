@@ -189,4 +189,4 @@ def split(ctx: Context, r: int, s: int, costs: list[float], chain: bool = False)
     return State(ops, tensors, order, origin_op, origin_t, st.cost + added,
                  np.concatenate([st.edge_op[keep], np.array(eo, dtype=np.int64)]),
                  np.concatenate([st.edge_t[keep], np.array(et, dtype=np.int64)]),
-                 np.array(alias, dtype=np.int64))
+                 np.array(alias, dtype=np.int64), st.inplace)

@@ -23,6 +23,12 @@ Exactness: the returned plan is rebuilt as a :class:`~roam_tvm.graph.model.Graph
 whose ``check_order`` and ``peak`` (the project's simulator) must agree with
 the planner's own count, and the peak is ``<= budget`` by construction.
 
+In place: with ``inplace`` pairs (an op's output may be written into an
+input, proven on its kernel), every state writes an output into an input
+that dies at that op (:mod:`roam_tvm.remat.inplace`). That is free (no
+recomputation) and is already in the path's first state; the moves see it
+(an input that a move makes die earlier may then be overwritten).
+
 Order: the copies are inserted into the base order (roam's unbudgeted
 order), each just before its first reader; the other ops keep their order.
 
@@ -41,6 +47,7 @@ from .budget import Budget, format_bytes, resolve_budget
 from .cost import COST_MODELS, op_costs
 from .floor import BudgetError, Floor, always_live_parts, lower_bound
 from .delta import Frame, move_peak, plan_move
+from .inplace import InplaceModel
 from .moves import Context, split, splittable
 from .state import State, initial_state, interval_arrays, liveness
 
@@ -67,6 +74,9 @@ class RematPlan:
     overhead : float
         ``cost / step_cost`` (0.05 is 5%).
     cost_model : str
+    inplace : list of (int, int, int)
+        (op, x, y): the op writes its output ``y`` into its input ``x``
+        (``graph`` has ``y`` aliasing ``x``).
     report : dict
         ``overheads`` (recomputed share under every cost model that can be
         evaluated: ``bytes``, and ``flops``/``roofline`` when FLOPs are known),
@@ -83,6 +93,7 @@ class RematPlan:
     overhead: float
     cost_model: str
     report: dict = field(default_factory=dict)
+    inplace: list = field(default_factory=list)
 
 
 class RematPlanner:
@@ -106,11 +117,14 @@ class RematPlanner:
         where it is (``truncated``): plans already on it are unchanged, so
         monotonicity holds, but the floor is then only the lowest peak reached
         and may depend on the machine's speed.
+    inplace : mapping of int to list of (int, int), optional
+        Op id -> (input tensor, output tensor) pairs its kernel may write in
+        place (see :mod:`roam_tvm.remat.inplace`); default none.
     """
 
     def __init__(self, g: Graph, order: Sequence[int] | None = None, cost_model: str = "bytes",
                  flops: Sequence[float] | None = None, max_candidates: int | None = None,
-                 time_limit: float | None = None):
+                 time_limit: float | None = None, inplace: dict | None = None):
         if time_limit is not None and not time_limit > 0:
             raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
         self.time_limit = time_limit
@@ -126,19 +140,21 @@ class RematPlanner:
         g.check_order(list(order))
         self.base_order = list(order)
         self.max_candidates = max_candidates
-        st = initial_state(g, self.base_order)
+        self.inplace = InplaceModel(g, inplace) if inplace else None
+        st = initial_state(g, self.base_order, self.inplace)
         self.states: list[State] = [st]
         self.lives = [liveness(st)]
+        self._unbudgeted = g.peak(self.base_order) if self.inplace else self.lives[0].peak
         self.done = False
         self.seconds = 0.0
         self.state_seconds = [0.0]  # search seconds spent when each path state was reached
-        self.lower_bound = lower_bound(g)
+        self.lower_bound = lower_bound(g, self.inplace)
         self.measured: dict[int, int] = {}  # path index -> measured peak (see ``plan``)
 
     @property
     def unbudgeted_peak(self) -> int:
-        """Peak of the base order with no recomputation."""
-        return self.lives[0].peak
+        """Peak of the base order with no recomputation and nothing in place (roam's own peak)."""
+        return self._unbudgeted
 
     # ------------------------------------------------------------------ path
     def _step(self) -> bool:
@@ -153,7 +169,7 @@ class RematPlanner:
         st, lv = self.states[-1], self.lives[-1]
         ctx = Context(st, lv)
         arr = interval_arrays(st)
-        fr = Frame(ctx, arr["first"], arr["last"], arr["size"], arr["alloc"], arr["ws"], lv.profile)
+        fr = Frame(ctx, arr["first"], arr["last"], arr["size"], arr["alloc"], arr["ws"], lv.profile, arr["pos"])
         best_key, best = None, None
         n_peak = len(lv.at_peak)
         for (r, s), chain in ((c, ch) for c in self._candidates(ctx) for ch in (False, True)):
@@ -255,7 +271,7 @@ class RematPlanner:
                 f"budget {format_bytes(b)} is below {format_bytes(self.lower_bound)}, the bytes no plan "
                 f"can avoid: always-live ({format_bytes(self.g.always_live_bytes)}: "
                 f"{_parts_text(always_live_parts(self.g))}) + the largest op's inputs, outputs and "
-                f"workspace. Use a budget of at least {self.floor().bytes} bytes (this planner's floor).")
+                f"workspace{' (less the outputs it may write into its inputs)' if self.inplace else ''}. Use a budget of at least {self.floor().bytes} bytes (this planner's floor).")
         i = self._extend_until(b)
         if i is None:
             raise self.floor().error(b)
@@ -295,7 +311,7 @@ class RematPlanner:
 
     def _make_plan(self, i: int, budget: int) -> RematPlan:
         st, lv = self.states[i], self.lives[i]
-        g2 = st.graph(f"{self.g.name}+remat")
+        g2 = st.graph(f"{self.g.name}+remat", list(lv.inplace))
         try:
             g2.check_order(st.order)
         except GraphError as e:  # the planner broke a dependency: a bug, not bad input
@@ -312,7 +328,9 @@ class RematPlanner:
                          {"path_index": i, "path_length": len(self.states), "done": self.done,
                           "truncated": self.truncated,
                           "unbudgeted_peak": self.unbudgeted_peak, "seconds": self.seconds,
-                          "overheads": self._overheads(source)})
+                          "overheads": self._overheads(source), "inplace_ops": len(lv.inplace),
+                          "inplace_bytes": sum(st.tensors[y].size for _, _, y in lv.inplace)},
+                         list(lv.inplace))
 
     def _overheads(self, source: dict[int, int]) -> dict[str, float]:
         """Recomputed share of the step under every cost model that can be evaluated."""
@@ -334,6 +352,7 @@ def _parts_text(parts: dict[str, int]) -> str:
 
 
 def plan_remat(g: Graph, budget: Budget | str | int, order: Sequence[int] | None = None,
-               cost_model: str = "bytes", flops: Sequence[float] | None = None) -> RematPlan:
+               cost_model: str = "bytes", flops: Sequence[float] | None = None,
+               inplace: dict | None = None) -> RematPlan:
     """Plan one budget (see :class:`RematPlanner` to plan many on one graph)."""
-    return RematPlanner(g, order, cost_model, flops).plan(budget)
+    return RematPlanner(g, order, cost_model, flops, inplace=inplace).plan(budget)

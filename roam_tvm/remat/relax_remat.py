@@ -10,7 +10,10 @@ fusion and scheduling, before dataflow lowering. For each function:
    the budget: bytes, or a fraction of that order's peak;
 3. rewrite: emit the bindings in the plan's order; a copy re-emits the
    bindings of the op it recomputes with fresh variables, reading the versions
-   the plan chose; late readers read the copy's variables.
+   the plan chose; late readers read the copy's variables. A call the plan
+   writes in place (its input dies there, its kernel proven safe:
+   :mod:`roam_tvm.remat.inplace_tir`) becomes ``R.call_tir_inplace`` of a
+   derived kernel (:mod:`roam_tvm.remat.relax_inplace`).
 
 A copy is the same ``call_tir`` of the same PrimFunc on equal inputs, so the
 step computes the same values bit for bit. The extracted graph of the result
@@ -26,6 +29,7 @@ from ..graph.model import Graph
 from ..passes.extract import ExtractError, RelaxGraph, extract_graph
 from .budget import Budget, parse_budget
 from .planner import RematPlan, RematPlanner
+from .relax_inplace import InplaceCalls, inplace_candidates
 
 __all__ = ["RoamRemat", "remat_function", "op_flops"]
 
@@ -79,13 +83,36 @@ def _tensor_vars(rg: RelaxGraph) -> dict[int, relax.Var]:
     return out
 
 
-def remat_function(rg: RelaxGraph, plan: RematPlan) -> relax.Function:
-    """``rg.func`` with the plan's copies and order (see the module docstring)."""
+def _inplace_args(rg: RelaxGraph, plan: RematPlan) -> dict[int, list[tuple[int, int]]]:
+    """Op id -> (output index, call argument index) of the plan's in-place writes."""
+    g0, ops = rg.graph, plan.graph.ops
+    out: dict[int, list[tuple[int, int]]] = {}
+    for o, x, y in plan.inplace:
+        src = plan.source.get(o, o)
+        x0 = g0.ops[src].inputs[ops[o].inputs.index(x)]
+        (bi, i), = rg.op_bindings[src]
+        args = rg.func.body.blocks[bi].bindings[i].value.args[1].fields
+        k = [j for j, a in enumerate(args) if isinstance(a, relax.Var) and rg.var_tensors.get(a) == [x0]]
+        if len(k) != 1:
+            raise ExtractError(f"op {ops[o].name!r}: in-place input {g0.tensors[x0].name!r} is not one argument")
+        out.setdefault(o, []).append((ops[o].outputs.index(y), k[0]))
+    return out
+
+
+def remat_function(rg: RelaxGraph, plan: RematPlan, calls: InplaceCalls | None = None) -> relax.Function:
+    """``rg.func`` with the plan's copies, in-place calls and order (see the module docstring).
+
+    ``calls`` collects the in-place kernels (add them to the module with
+    ``calls.add_to``); it is required when the plan writes anything in place.
+    """
     func, g0 = rg.func, rg.graph
     bi = _single_block(rg)
     block = func.body.blocks[bi]
     var_of = _tensor_vars(rg)
     ops = plan.graph.ops
+    inplace = _inplace_args(rg, plan)
+    if inplace and calls is None:
+        raise ValueError("the plan writes in place: pass an InplaceCalls to collect its kernels")
     bindings = []
     for o in plan.order:
         src = plan.source.get(o, o)
@@ -102,6 +129,8 @@ def remat_function(rg: RelaxGraph, plan: RematPlan) -> relax.Function:
                 raise ExtractError(f"op {ops[o].name!r} has a {type(b).__name__}; only variable bindings "
                                    f"are recomputed")
             value = _Substitute(var_map).visit_expr(b.value) if var_map else b.value
+            if o in inplace:
+                value = calls.rewrite(value, inplace[o])
             var = b.var
             if o != src:
                 var = type(b.var)(f"{b.var.name}_re", b.var.ty)
@@ -121,13 +150,16 @@ def remat_function(rg: RelaxGraph, plan: RematPlan) -> relax.Function:
     return relax.BlockBuilder().normalize(new_func)
 
 
-def arena_peak(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, func: relax.Function, layout: dict) -> int:
+def arena_peak(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, func: relax.Function, layout: dict,
+               calls: InplaceCalls | None = None) -> int:
     """Simulated peak of ``func`` in ``mod`` once lowered and laid out by ``RoamLayout(**layout)``."""
     from ..passes import RoamLayout
     from ..runtime.pipeline import dataflow_lower_passes
 
     m = mod.clone()
     m[gv] = func
+    if calls is not None:
+        calls.add_to(m)
     lowered = tvm.transform.Sequential(dataflow_lower_passes())(m)
     planned = RoamLayout(**layout)(lowered)
     return extract_graph(planned[gv], planned, gv.name_hint, planned=True).graph.peak()
@@ -155,6 +187,9 @@ class RoamRemat:
     time_limit : float, optional
         Seconds the recomputation search may take per function (see
         :class:`~roam_tvm.remat.planner.RematPlanner`); default no limit.
+    inplace : bool
+        Write a call's output into an input that dies there when its kernel
+        is proven safe for it (default True; free: no recomputation).
 
     Attributes
     ----------
@@ -166,8 +201,9 @@ class RoamRemat:
 
     def __init__(self, budget: Budget | str | int, functions: list[str] | None = None,
                  cost_model: str = "roofline", layout: dict | None = None,
-                 time_limit: float | None = None):
+                 time_limit: float | None = None, inplace: bool = True):
         self.budget = parse_budget(budget) if isinstance(budget, str) else budget
+        self.inplace = inplace
         self.layout = layout
         self.time_limit = time_limit
         self.functions = ["train_step"] if functions is None else list(functions)
@@ -189,19 +225,23 @@ class RoamRemat:
         for name in self.functions:
             gv = names[name]
             rg = extract_graph(mod[gv], mod, name)
+            pairs = inplace_candidates(mod, rg) if self.inplace else None
             planner = RematPlanner(rg.graph, list(range(len(rg.graph.ops))), self.cost_model,
-                                   op_flops(mod, rg.graph), time_limit=self.time_limit)
+                                   op_flops(mod, rg.graph), time_limit=self.time_limit, inplace=pairs)
             self.planners[name] = planner
             measure = None
             if self.layout is not None:
                 def measure(p: RematPlan, gv=gv, rg=rg) -> int:
-                    return arena_peak(mod, gv, remat_function(rg, p), self.layout)
+                    calls = InplaceCalls(mod)
+                    return arena_peak(mod, gv, remat_function(rg, p, calls), self.layout, calls)
             plan = planner.plan(self.budget, measure)
             self.plans[name] = plan
-            if not plan.source:
+            if not plan.source and not plan.inplace:
                 continue
-            new_func = remat_function(rg, plan)
-            check = extract_graph(new_func, mod, name).graph
+            calls = InplaceCalls(out)
+            new_func = remat_function(rg, plan, calls)
+            calls.add_to(out)
+            check = extract_graph(new_func, out, name).graph
             peak = check.peak()
             if peak > plan.budget:
                 raise RuntimeError(f"RoamRemat: {name}: rewritten function peaks at {peak} B, over the "

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph.model import ALWAYS_LIVE_KINDS, Graph, Op, Tensor
+from .inplace import InplaceModel, active_pairs, materialise
 
 __all__ = ["State", "Liveness", "initial_state", "liveness", "peak_count", "op_edges", "interval_arrays"]
 
@@ -39,6 +40,9 @@ class State:
         The distinct (op, tensor) pairs an op reads or defines.
     alias : numpy array
         Tensor id -> ``alias_of`` (itself when None).
+    inplace : InplaceModel or None
+        Allowed in-place pairs (:mod:`roam_tvm.remat.inplace`); the state's
+        order decides which are active, and its live bytes count them.
     """
 
     ops: list[Op]
@@ -50,10 +54,13 @@ class State:
     edge_op: np.ndarray
     edge_t: np.ndarray
     alias: np.ndarray
+    inplace: InplaceModel | None = None
 
-    def graph(self, name: str) -> Graph:
-        """The state as a checked ``Graph`` (program order = op ids; use ``order`` to run it)."""
-        return Graph(self.ops, self.tensors, name=name)
+    def graph(self, name: str, active: list[tuple[int, int, int]] = ()) -> Graph:
+        """The state as a checked ``Graph`` (program order = op ids; use ``order`` to run it),
+        with the ``active`` in-place pairs (op, x, y) as real aliases."""
+        ops, tensors = materialise(self.ops, self.tensors, list(active))
+        return Graph(ops, tensors, name=name)
 
 
 @dataclass
@@ -66,6 +73,7 @@ class Liveness:
     peak: int
     at_peak: list[int]  # positions whose live bytes equal the peak
     pinned: set[int]  # roots returned by the step (live to the end)
+    inplace: list[tuple[int, int, int]] = ()  # active (op, x, y): y written into x
 
 
 class _Static:
@@ -84,8 +92,8 @@ def op_edges(op: Op) -> list[int]:
     return list(dict.fromkeys((*op.inputs, *op.outputs)))
 
 
-def initial_state(g: Graph, order: list[int]) -> State:
-    """The unbudgeted step: ``g`` run in ``order``, no copies."""
+def initial_state(g: Graph, order: list[int], inplace: InplaceModel | None = None) -> State:
+    """The unbudgeted step: ``g`` run in ``order``, no copies (in-place pairs where allowed)."""
     eo, et = [], []
     for op in g.ops:
         for t in op_edges(op):
@@ -94,7 +102,7 @@ def initial_state(g: Graph, order: list[int]) -> State:
     alias = np.array([t.id if t.alias_of is None else t.alias_of for t in g.tensors], dtype=np.int64)
     return State(list(g.ops), list(g.tensors), list(order), list(range(len(g.ops))),
                  list(range(len(g.tensors))), 0.0, np.array(eo, dtype=np.int64),
-                 np.array(et, dtype=np.int64), alias)
+                 np.array(et, dtype=np.int64), alias, inplace or None)
 
 
 def _static(st: State) -> _Static:
@@ -136,20 +144,24 @@ def _intervals(st: State, sf: _Static) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return root, first, last, pos
 
 
-def _profile(st: State, sf: _Static, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+def _profile(st: State, sf: _Static, first: np.ndarray, last: np.ndarray, pos: np.ndarray,
+             active: list[tuple[int, int, int]] | None = None) -> np.ndarray:
     n = len(st.order)
     used = last >= 0
     delta = np.zeros(n + 1, dtype=np.int64)
     np.add.at(delta, first[used], sf.size[used])
     np.add.at(delta, last[used] + 1, -sf.size[used])
-    return np.cumsum(delta[:n]) + sf.ws[np.asarray(st.order, dtype=np.int64)] + sf.base
+    prof = np.cumsum(delta[:n]) + sf.ws[np.asarray(st.order, dtype=np.int64)] + sf.base
+    for o, _, y in (active_pairs(st, last, pos) if active is None else active):
+        prof[pos[o]] -= sf.size[y]  # y shares x's storage: one buffer, not two, while o runs
+    return prof
 
 
 def peak_count(st: State, static_from: State | None = None) -> tuple[int, int]:
     """(peak bytes, number of positions at the peak) of ``st``."""
     sf = _extend_static(st, static_from)
-    _, first, last, _ = _intervals(st, sf)
-    prof = _profile(st, sf, first, last)
+    _, first, last, pos = _intervals(st, sf)
+    prof = _profile(st, sf, first, last, pos)
     if not len(prof):
         return sf.base, 0
     pk = int(prof.max())
@@ -180,7 +192,8 @@ def liveness(st: State, static_from: State | None = None) -> Liveness:
     """Live bytes at each position of ``st.order``, with each root's user positions."""
     sf = _extend_static(st, static_from)
     root, first, last, pos = _intervals(st, sf)
-    prof = _profile(st, sf, first, last)
+    active = active_pairs(st, last, pos)
+    prof = _profile(st, sf, first, last, pos, active)
     users: dict[int, list[int]] = {}
     rr = root[st.edge_t]
     m = sf.alloc[rr]
@@ -189,7 +202,8 @@ def liveness(st: State, static_from: State | None = None) -> Liveness:
     pinned = set(np.flatnonzero(np.zeros(len(root), dtype=bool) | _pinned(root, sf)).tolist())
     prof_l = prof.tolist()
     peak = max(prof_l) if prof_l else sf.base
-    return Liveness(prof_l, root.tolist(), users, peak, [i for i, b in enumerate(prof_l) if b == peak], pinned)
+    return Liveness(prof_l, root.tolist(), users, peak, [i for i, b in enumerate(prof_l) if b == peak], pinned,
+                    active)
 
 
 def _pinned(root: np.ndarray, sf: _Static) -> np.ndarray:
@@ -202,5 +216,5 @@ def interval_arrays(st: State) -> dict[str, np.ndarray | int]:
     """Per root ``first``/``last`` user position (-1: unused), per tensor ``size`` and ``alloc``,
     per op ``ws``, and the always-live ``base``, for incremental peak updates."""
     sf = _static(st)
-    _, first, last, _ = _intervals(st, sf)
-    return {"first": first, "last": last, "size": sf.size, "alloc": sf.alloc, "ws": sf.ws, "base": sf.base}
+    _, first, last, pos = _intervals(st, sf)
+    return {"pos": pos, "first": first, "last": last, "size": sf.size, "alloc": sf.alloc, "ws": sf.ws, "base": sf.base}
