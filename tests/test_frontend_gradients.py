@@ -37,6 +37,8 @@ OPS = {
                                                          torch.full_like(h[:, 8:], -0.5)], dim=1), -0.5, 0.5) + h,
     "gather": lambda h: torch.gather(h, 1, torch.tensor([[0, 3, 3, 7]] * h.shape[0])),
     "leaky_relu": lambda h: F.leaky_relu(h, 0.1),
+    # silu's gradient reads its input only (gradients._silu_grad_from_input); gated as in LLaMA
+    "silu_gated": lambda h: F.silu(h[:, :6]) * h[:, 6:],
     # relu whose input is exactly 0 on some elements: its gradient there must be 0, as in torch
     "relu_at_zero": lambda h: F.relu(torch.cat([h[:, :6], torch.zeros_like(h[:, 6:])], dim=1) * 1.0) + h,
 }

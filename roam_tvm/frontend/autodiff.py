@@ -9,6 +9,7 @@ import tvm
 from tvm import relax
 
 from . import gradients
+from .backward_casts import recompute_upcasts_in_backward
 from .errors import MissingGradientError
 from .gradient_errors import explain_gradient_failure
 from .norm_grad import share_statistics
@@ -82,4 +83,7 @@ def differentiate(mod: tvm.IRModule, pvars: list,
     # mode: batch statistics); the backward already is primitive
     mod = relax.transform.DecomposeOpsForTraining("fwd_adjoint")(mod)
     # the norms' gradients read the forward's mean/variance vectors instead of recomputing
-    return share_statistics(mod["fwd_adjoint"])
+    adjoint = share_statistics(mod["fwd_adjoint"])
+    # the backward casts a saved low-precision activation again instead of keeping the
+    # forward's float32 copy alive (autocast), as PyTorch's autograd does
+    return recompute_upcasts_in_backward(adjoint)

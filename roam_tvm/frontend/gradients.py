@@ -195,8 +195,20 @@ def _relu_grad_from_output(orig_var, orig_call, output_grad, ctx):
     return [R.where(R.greater(orig_var, zero), output_grad, zero)]
 
 
-# op -> gradient that reads the op's output instead of its input (see the module docstring)
-_OUTPUT_BASED = {"relax.nn.relu": _relu_grad_from_output}
+def _silu_grad_from_input(orig_var, orig_call, output_grad, ctx):
+    """``dy * s * (1 + x * (1 - s))``, ``s = sigmoid(x)``: reads ``x`` only, as PyTorch's
+    ``silu_backward`` does. TVM's reads the output too; under autocast that is a float32
+    tensor nothing else keeps (the gate multiplies a bfloat16 copy of it)."""
+    x = orig_call.args[0]
+    one = _const(1.0, _dtype(x))
+    s = R.sigmoid(x)
+    return [R.multiply(output_grad,
+                       R.multiply(s, R.add(one, R.multiply(x, R.subtract(one, s)))))]
+
+
+# op -> gradient that reads the op's output instead of its input (see the module docstring),
+# or, for silu, the input only instead of both
+_OUTPUT_BASED = {"relax.nn.relu": _relu_grad_from_output, "relax.nn.silu": _silu_grad_from_input}
 # swapped in with them: TVM's where / concat / split / cumsum / take gradients, fixed
 # (grad_fixes.py)
 _SWAPPED = {**_OUTPUT_BASED, **_FIXED_GRADS}
