@@ -56,3 +56,47 @@ def test_without_a_backward_nothing_changes():
             return z
 
     assert recompute_upcasts_in_backward(Forward["main"]).same_as(Forward["main"])
+
+
+@tvm.script.ir_module
+class Attention:
+    """Float32 softmax kept for its own backward; its bfloat16 copy, reshaped, for the matmul's."""
+
+    @R.function
+    def main(s: R.Tensor((2, 4, 4), "float32"), v: R.Tensor((4, 4), "float32"),
+             dy: R.Tensor((8, 4), "float32"), w: R.Tensor((2, 4, 4), "float32")):
+        with R.dataflow():
+            vb = R.astype(v, "bfloat16")
+            p = R.nn.softmax(s, axis=-1)
+            pb = R.astype(p, "bfloat16")
+            pr = R.reshape(pb, R.shape([8, 4]))
+            h = R.multiply(w, p)                     # a float32 value with no backward reader
+            hb = R.astype(h, "bfloat16")             # its downcast: never redone
+            y = R.matmul(pr, vb)
+            y_adjoint = R.multiply(dy, R.astype(y, "float32"))
+            gb = R.astype(y_adjoint, "bfloat16")
+            dv = R.matmul(R.permute_dims(pr), gb)
+            dpr = R.matmul(gb, R.permute_dims(vb))
+            ds = R.multiply(p, R.reshape(R.astype(dpr, "float32"), R.shape([2, 4, 4])))
+            out = R.add(ds, R.astype(hb, "float32"))
+            dvf = R.astype(dv, "float32")
+            R.output(out, dvf)
+        return (out, dvf)
+
+
+def _run_all(mod, args):
+    exe = tvm.compile(mod, target="llvm")
+    vm = relax.VirtualMachine(exe, tvm.cpu())
+    return [o.numpy() for o in vm["main"](*[tvm.runtime.tensor(a) for a in args])]
+
+
+def test_a_downcast_is_redone_only_when_its_source_is_kept_anyway():
+    after = recompute_upcasts_in_backward(Attention["main"])
+    text = after.script()
+    assert "pr_bwd" in text and "R.permute_dims(pr_bwd" in text   # cast and reshape redone
+    assert "hb_bwd" not in text                                     # h is not kept: hb stays
+    assert "vb_bwd" not in text                                     # v is not read by the backward
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(sh).astype("float32") for sh in [(2, 4, 4), (4, 4), (8, 4), (2, 4, 4)]]
+    for got, want in zip(_run_all(tvm.IRModule({"main": after}), args), _run_all(Attention, args)):
+        np.testing.assert_array_equal(got, want)
