@@ -15,9 +15,7 @@ from roam_tvm.frontend.transpose_sums import TransposeProductSums
 def _run_all(mod, args):
     exe = tvm.compile(mod, target="llvm")
     vm = relax.VirtualMachine(exe, tvm.cpu())
-    out = vm["main"](*[tvm.runtime.tensor(x) for x in args])
-    return [o.numpy() for o in out] if isinstance(out, tvm.ir.Array) or hasattr(out, "__len__") \
-        and not hasattr(out, "numpy") else [out.numpy()]
+    return [o.numpy() for o in vm["main"](*[tvm.runtime.tensor(x) for x in args])]
 
 
 def _pipeline(mod):
