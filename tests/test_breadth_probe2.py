@@ -1,0 +1,40 @@
+"""Second breadth probe (issue 13): what architectures outside the repo needed, each at a
+tiny size. Partial rotary embeddings that rotate the whole head (Phi-3's default)
+concatenate an empty tensor, which broke the gradient's legalization."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+tvm = pytest.importorskip("tvm")
+
+from roam_tvm.frontend import SGD, from_torch  # noqa: E402
+from test_numerics import compare_step  # noqa: E402
+
+
+class EmptyTailConcat(torch.nn.Module):
+    """``cat([f(x[..., :rot]), x[..., rot:]])`` with ``rot`` the whole last dim (an empty tail)."""
+
+    def __init__(self, width=4):
+        super().__init__()
+        self.l1 = torch.nn.Linear(3, width)
+        self.l2 = torch.nn.Linear(width, 3)
+        self.rot = width
+
+    def forward(self, x):
+        h = self.l1(x)
+        h = torch.cat([torch.sin(h[..., :self.rot]), h[..., self.rot:]], dim=-1)
+        return self.l2(h)
+
+
+def test_concat_of_an_empty_tensor_float64():
+    torch.manual_seed(0)
+    m = EmptyTailConcat().double()
+    x = torch.randn(2, 3, dtype=torch.float64)
+    ts = from_torch(m, (x,), (torch.tensor([0, 2]),), loss="cross_entropy", optimizer=SGD(lr=1.0),
+                    quiet=True)
+    text = ts.mod.script()
+    assert ", 0)" not in text and ", 0," not in text, "a zero-size tensor is left in the step"
+    compare_step(m, (x,), (torch.tensor([0, 2]),), "cross_entropy", SGD(lr=1.0), dtype="float64",
+                 ts=ts)
