@@ -38,3 +38,24 @@ def test_concat_of_an_empty_tensor_float64():
     assert ", 0)" not in text and ", 0," not in text, "a zero-size tensor is left in the step"
     compare_step(m, (x,), (torch.tensor([0, 2]),), "cross_entropy", SGD(lr=1.0), dtype="float64",
                  ts=ts)
+
+
+class IndexesNone(torch.nn.Module):
+    """Like HF's Switch encoder without an attention mask: it indexes ``None`` while traced."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(3, 3)
+
+    def forward(self, x, mask=None):
+        return self.l1(x) * mask[:, None]  # the line the error must name
+
+
+def test_trace_error_names_the_model_line():
+    from roam_tvm.frontend.errors import TraceError
+
+    with pytest.raises(TraceError) as info:
+        from_torch(IndexesNone(), (torch.randn(2, 3),), (torch.tensor([0, 1]),), quiet=True)
+    msg = str(info.value)
+    assert "not subscriptable" in msg and "test_breadth_probe2.py:" in msg, msg
+    assert "in forward (return self.l1(x) * mask[:, None]" in msg, msg

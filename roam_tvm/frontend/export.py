@@ -55,12 +55,29 @@ def with_loss(model, n_inputs: int, loss_fn: Callable):
     return _ModelWithLoss()
 
 
+def _model_frame(e: Exception) -> str:
+    """Where in the model's own code (not torch's, not ours) the trace failed, or ''."""
+    import os
+    import traceback
+
+    import torch
+
+    skip = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
+    frames = [f for f in traceback.extract_tb(e.__traceback__)
+              if not f.filename.startswith(skip) and not f.filename.startswith("<")]
+    if not frames:
+        return ""
+    f = frames[-1]
+    code = f" ({f.line.strip()[:120]})" if f.line else ""
+    return f" at {os.path.basename(f.filename)}:{f.lineno} in {f.name}{code}"
+
+
 def _trace_error(model, e: Exception) -> TraceError:
     msg = str(e).strip().splitlines()
     first = next((ln for ln in msg if ln.strip()), type(e).__name__)
     return TraceError(
         f"torch.export could not trace {type(model).__name__} with its loss: "
-        f"{type(e).__name__}: {first[:400]}. Make the forward traceable (no data-dependent "
+        f"{type(e).__name__}: {first[:400]}{_model_frame(e)}. Make the forward traceable (no data-dependent "
         "Python control flow, no .item()/.numpy() on tensors; for Hugging Face models use "
         "attn_implementation='eager'), or pass a model that torch.export.export accepts.")
 
