@@ -59,3 +59,52 @@ def test_trace_error_names_the_model_line():
     msg = str(info.value)
     assert "not subscriptable" in msg and "test_breadth_probe2.py:" in msg, msg
     assert "in forward (return self.l1(x) * mask[:, None]" in msg, msg
+
+
+class CastsItsRouter(torch.nn.Module):
+    """Casts a submodule to its own dtype inside forward (HF Switch Transformers' router)."""
+
+    def __init__(self):
+        super().__init__()
+        self.router = torch.nn.Linear(3, 3)
+        self.dtype = torch.float64
+
+    def forward(self, x):
+        self.router = self.router.to(self.dtype)
+        return self.router(x)
+
+
+def test_noop_module_cast_in_forward_float64():
+    torch.manual_seed(0)
+    m = CastsItsRouter().double()
+    x = torch.randn(2, 3, dtype=torch.float64)
+    original = torch.nn.Module.to
+    compare_step(m, (x,), (torch.tensor([0, 2]),), "cross_entropy", SGD(lr=1.0), dtype="float64")
+    assert torch.nn.Module.to is original  # the export's patch is gone afterwards
+
+
+class LoopsOverPickedExperts(torch.nn.Module):
+    """A hand-written top-1 MoE that loops over the experts its router picked."""
+
+    def __init__(self):
+        super().__init__()
+        self.router = torch.nn.Linear(3, 2)
+        self.experts = torch.nn.ModuleList(torch.nn.Linear(3, 3) for _ in range(2))
+
+    def forward(self, x):
+        pick = self.router(x).argmax(-1)
+        out = torch.zeros_like(x)
+        for e in pick.unique():
+            rows = torch.nonzero(pick == e)[:, 0]
+            out = out.index_add(0, rows, self.experts[int(e)](x[rows]))
+        return out
+
+
+def test_data_dependent_expert_loop_gets_the_way_out():
+    from roam_tvm.frontend.errors import TraceError
+
+    with pytest.raises(TraceError) as info:
+        from_torch(LoopsOverPickedExperts(), (torch.randn(4, 3),), (torch.tensor([0, 1, 2, 0]),),
+                   quiet=True)
+    msg = str(info.value)
+    assert "test_breadth_probe2.py:" in msg and "run every expert on all tokens" in msg, msg
