@@ -108,3 +108,30 @@ def test_data_dependent_expert_loop_gets_the_way_out():
                    quiet=True)
     msg = str(info.value)
     assert "test_breadth_probe2.py:" in msg and "run every expert on all tokens" in msg, msg
+
+
+class HasAnUnusedModule(torch.nn.Module):
+    """A module built in ``__init__`` that ``forward`` never calls (a variant that drops a
+    block, or a head for another task): PyTorch gives it no gradient and Adam skips it."""
+
+    def __init__(self):
+        super().__init__()
+        self.used = torch.nn.Linear(3, 3)
+        self.unused = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.used(x)
+
+
+def test_unused_parameters_are_left_out_with_adam():
+    from roam_tvm.frontend import Adam
+
+    torch.manual_seed(0)
+    m = HasAnUnusedModule()
+    x = torch.randn(4, 3)
+    y = torch.tensor([0, 1, 2, 0])
+    ts = from_torch(m, (x,), (y,), loss="cross_entropy", optimizer=Adam(lr=1e-2), quiet=True)
+    assert sorted(ts.param_names) == ["used.bias", "used.weight"], ts.signature
+    assert not any(n.startswith("unused") for n, _ in ts.signature)
+    # builds (FuseTIR failed on an Adam update of an all-zero gradient) and matches torch
+    compare_step(m, (x,), (y,), "cross_entropy", Adam(lr=1e-2), ts=ts)
