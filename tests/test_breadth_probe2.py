@@ -135,3 +135,24 @@ def test_unused_parameters_are_left_out_with_adam():
     assert not any(n.startswith("unused") for n, _ in ts.signature)
     # builds (FuseTIR failed on an Adam update of an all-zero gradient) and matches torch
     compare_step(m, (x,), (y,), "cross_entropy", Adam(lr=1e-2), ts=ts)
+
+
+class IntToFloat(torch.nn.Module):
+    """Float results of integer tensors, as DeBERTa-v2's log-bucketed relative positions:
+    ``torch.log(abs_pos / mid)``, ``int * 0.5``, ``int + 0.25``, ``sqrt(int)``."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(5, 5)
+
+    def forward(self, x):
+        pos = torch.arange(1, 6)                  # int64
+        bias = torch.log(pos / 2) + pos * 0.5 + (pos + 0.25) * torch.sqrt(pos) - (pos - 0.5)
+        return self.l1(x) + bias.to(x.dtype)
+
+
+def test_integer_to_float_promotion_float64():
+    torch.manual_seed(0)
+    m = IntToFloat().double()
+    x = torch.randn(2, 5, dtype=torch.float64)
+    compare_step(m, (x,), (torch.tensor([0, 4]),), "cross_entropy", SGD(lr=1.0), dtype="float64")

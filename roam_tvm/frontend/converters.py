@@ -12,6 +12,8 @@
 * ``scatter_add`` (no converter in TVM 0.27): ``scatter_elements`` with ``reduction="add"``.
 * ``amax`` / ``amin`` (no converter in TVM 0.27): ``max`` / ``min`` over the given dims
   (all of them when none is given), ``keepdim`` kept.
+* Integer operands of float arithmetic (``int_tensor / 2``, ``torch.log(int_tensor)``):
+  cast to the float result first (see ``float_promotion``).
 * ``select`` with a negative index (``out[:, -1]``): TVM emits ``take(x, -1, mode="fast")``,
   which reads before the start of the axis (garbage in an RNN classifier's last step). The
   index is taken modulo the axis length.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 from tvm.relax import op as R
+from .float_promotion import PROMOTING_CONVERTERS
 from .relax_shapes import static_shape as _shape
 
 
@@ -109,4 +112,5 @@ def _reduce_extreme(reduce):
 
 CONVERTERS = {"index_put.default": _index_put, "index_put_.default": _index_put,
               "select.int": _select, "scatter_add.default": _scatter_add,
-              "amax.default": _reduce_extreme(R.max), "amin.default": _reduce_extreme(R.min)}
+              "amax.default": _reduce_extreme(R.max), "amin.default": _reduce_extreme(R.min),
+              **PROMOTING_CONVERTERS}
