@@ -156,3 +156,26 @@ def test_integer_to_float_promotion_float64():
     m = IntToFloat().double()
     x = torch.randn(2, 5, dtype=torch.float64)
     compare_step(m, (x,), (torch.tensor([0, 4]),), "cross_entropy", SGD(lr=1.0), dtype="float64")
+
+
+class Tiles(torch.nn.Module):
+    """``repeat`` (Relax ``tile``) with more repeats than dims and with as many."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(3, 4)
+        self.l2 = torch.nn.Linear(4, 3)
+
+    def forward(self, x):  # x: (2, 3)
+        h = self.l1(x)                                  # (2, 4)
+        a = h.repeat(3, 1, 2)                           # (3, 2, 8)
+        b = h.repeat(1, 2)                              # (2, 8)
+        y = (a * torch.linspace(0.5, 2.0, 8, dtype=x.dtype)).sum(0) + b
+        return self.l2(y[:, :4] * y[:, 4:])
+
+
+def test_tile_gradient_float64():
+    torch.manual_seed(0)
+    m = Tiles().double()
+    x = torch.randn(2, 3, dtype=torch.float64)
+    compare_step(m, (x,), (torch.tensor([0, 2]),), "cross_entropy", SGD(lr=1.0), dtype="float64")
