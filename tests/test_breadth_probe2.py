@@ -179,3 +179,30 @@ def test_tile_gradient_float64():
     m = Tiles().double()
     x = torch.randn(2, 3, dtype=torch.float64)
     compare_step(m, (x,), (torch.tensor([0, 2]),), "cross_entropy", SGD(lr=1.0), dtype="float64")
+
+
+class InstanceNormNet(torch.nn.Module):
+    """InstanceNorm2d (nnU-Net, style transfer) and BatchNorm2d without running statistics:
+    both reach TVM as ``relax.nn.instance_norm``, which has no gradient in TVM 0.27."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = torch.nn.Conv2d(2, 4, 3, padding=1)
+        self.inorm = torch.nn.InstanceNorm2d(4, affine=True)
+        self.bn = torch.nn.BatchNorm2d(4, track_running_stats=False)
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        h = torch.relu(self.inorm(self.c(x)))
+        return self.fc((self.bn(h) * h).mean((2, 3)))
+
+
+def test_instance_norm_gradient():
+    # float32: TVM's instance_norm kernel (topi) builds for float32 and float16 only
+    torch.manual_seed(0)
+    m = InstanceNormNet()
+    with torch.no_grad():  # non-trivial affine parameters
+        m.inorm.weight.uniform_(0.5, 1.5), m.inorm.bias.uniform_(-0.5, 0.5)
+        m.bn.weight.uniform_(0.5, 1.5), m.bn.bias.uniform_(-0.5, 0.5)
+    x = torch.randn(2, 2, 5, 5)
+    compare_step(m, (x,), (torch.tensor([0, 2]),), "cross_entropy", SGD(lr=1.0))
