@@ -206,3 +206,49 @@ def test_instance_norm_gradient():
         m.bn.weight.uniform_(0.5, 1.5), m.bn.bias.uniform_(-0.5, 0.5)
     x = torch.randn(2, 2, 5, 5)
     compare_step(m, (x,), (torch.tensor([0, 2]),), "cross_entropy", SGD(lr=1.0))
+
+
+class LoopExperts(torch.nn.ModuleDict):
+    """The ModuleDict experts layer of HF Switch Transformers / NLLB-MoE: it loops over the
+    experts that ``nonzero`` finds (data-dependent, so torch.export cannot trace it)."""
+
+    def __init__(self, experts=3, width=4):
+        super().__init__()
+        for i in range(experts):
+            self[f"expert_{i}"] = torch.nn.Sequential(torch.nn.Linear(width, 6), torch.nn.ReLU(),
+                                                      torch.nn.Linear(6, width))
+
+    def forward(self, hidden_states, mask, weights):
+        out = torch.zeros_like(hidden_states)
+        onehot = mask if mask.dim() == 3 else torch.nn.functional.one_hot(mask, len(self))
+        expert_mask = onehot.permute(2, 1, 0)
+        for e in torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero():
+            idx, top_x = torch.where(expert_mask[e].squeeze(0))
+            y = self[f"expert_{e[0]}"](hidden_states[top_x]) * weights[top_x, idx, None]
+            out.index_add_(0, top_x, y)
+        return out
+
+
+class Top2Router(torch.nn.Module):
+    def __init__(self, as_indices: bool, width=4, experts=3):
+        super().__init__()
+        self.gate = torch.nn.Linear(width, experts)
+        self.experts = LoopExperts(experts, width)
+        self.head = torch.nn.Linear(width, 3)
+        self.as_indices = as_indices
+
+    def forward(self, x):
+        probs = self.gate(x).softmax(-1)
+        w, idx = probs.topk(2, dim=-1)
+        mask = idx if self.as_indices else torch.nn.functional.one_hot(idx, 3)
+        return self.head(self.experts(x, mask, w))
+
+
+@pytest.mark.parametrize("as_indices", [False, True], ids=["one-hot", "indices"])
+def test_moduledict_experts_run_densely_float64(as_indices):
+    torch.manual_seed(0)
+    m = Top2Router(as_indices).double()
+    x = torch.randn(6, 4, dtype=torch.float64)
+    y = torch.tensor([0, 1, 2, 0, 1, 2])
+    compare_step(m, (x,), (y,), "cross_entropy", SGD(lr=1.0), dtype="float64")
+    assert "forward" not in vars(m.experts)  # the dense forward is gone after the export
