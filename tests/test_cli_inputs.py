@@ -239,3 +239,23 @@ def test_an_amp_compare_says_the_pytorch_simulation_is_fp32(tmp_path):
                  "--no-cut", "--json", str(out), "--quiet"]) == 0
     note = json.loads(out.read_text())["planners"]["pytorch"]["note"]
     assert "autocast is not simulated" in note and "bf16-amp" in note
+
+
+def test_tvm_failure_while_lowering_is_one_clear_line(models, capsys, monkeypatch):
+    """A valid model that TVM cannot lower (a failed C++ check in a pass): one line naming
+    TVM's check and what to do, exit 1; the traceback only with --debug."""
+    import tvm
+
+    from roam_tvm.report import compare
+
+    def fails(*args, **kwargs):
+        raise tvm.error.InternalError("Traceback (most recent call last):\n  File \"x.cc\", line 1\n"
+                                      "Check failed: (false) is false: Incompatible broadcast dims")
+
+    monkeypatch.setattr(compare, "schedule_for", fails)
+    argv = ["compare", "--model", f"{models}:with_callable", "--quiet", "--planners", "roam"]
+    rc, _, err = _run(argv, capsys)
+    assert rc == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "TVM failed while lowering" in err and "Incompatible broadcast dims" in err and "--debug" in err
+    rc, _, err = _run(argv + ["--debug"], capsys)
+    assert rc == 1 and "Traceback" in err and err.strip().splitlines()[-1].startswith("roam-tvm: error:")
