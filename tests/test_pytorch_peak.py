@@ -136,3 +136,23 @@ def test_tensor_made_in_forward_without_device():
     # parameters, the input and the gradients
     f = 4
     assert r["peak_bytes"] > 2 * (W * W + W) * f + B * W * f + B * 8 + W * f
+
+
+class _CastsItsRouter(nn.Module):
+    """Casts a submodule to its own dtype in forward, as HF Switch Transformers' router does."""
+
+    def __init__(self, width=16):
+        super().__init__()
+        self.router = nn.Linear(width, width)
+
+    def forward(self, x):
+        self.router = self.router.to(torch.float32)
+        return self.router(x)
+
+
+def test_module_cast_to_its_own_dtype_in_forward():
+    torch.manual_seed(0)
+    spec = ModelSpec("cast", _CastsItsRouter().train(), (torch.randn(4, 16),),
+                     (torch.randint(0, 16, (4,)),), "cross_entropy", OptimizerConfig("sgd", 0.1))
+    r = pytorch_peak(spec, device="meta")
+    assert r["peak_bytes"] >= 2 * (16 * 16 + 16) * 4 + 4 * 16 * 4
