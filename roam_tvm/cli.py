@@ -310,8 +310,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _is_tvm_error(err: Exception) -> bool:
-    """An error raised inside TVM (its C++ checks, its Python passes) while lowering the step."""
-    return type(err).__module__.split(".")[0] in ("tvm", "tvm_ffi")
+    """An error raised inside TVM (its C++ checks, its Python passes) while lowering the step:
+    a TVM error class, or any exception whose innermost Python frames are TVM's, not ours."""
+    import os
+    import traceback
+
+    if type(err).__module__.split(".")[0] in ("tvm", "tvm_ffi"):
+        return True
+    ours = os.path.dirname(os.path.abspath(__file__))
+    for frame in reversed(traceback.extract_tb(err.__traceback__)):
+        path = os.path.abspath(frame.filename) if not frame.filename.startswith("<") else frame.filename
+        if path.startswith(ours):
+            return False
+        if f"{os.sep}tvm{os.sep}" in path or "tvm_ffi" in path or path.endswith((".cc", ".h")):
+            return True
+    return False
 
 
 def _tvm_error_line(err: Exception) -> str:

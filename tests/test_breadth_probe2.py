@@ -252,3 +252,25 @@ def test_moduledict_experts_run_densely_float64(as_indices):
     y = torch.tensor([0, 1, 2, 0, 1, 2])
     compare_step(m, (x,), (y,), "cross_entropy", SGD(lr=1.0), dtype="float64")
     assert "forward" not in vars(m.experts)  # the dense forward is gone after the export
+
+
+class ClampedSlots(torch.nn.Module):
+    """Integer clamps with one bound (a capacity-limited MoE's slot index:
+    ``pos.long().clamp(max=cap - 1)``), which TVM's importer filled with an infinity."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        pos = torch.arange(6).view(6, 1)
+        slot = pos.clamp(max=3) + pos.clamp(min=2) + torch.clamp_max(pos, 4) + torch.clamp_min(pos, 1)
+        return self.l1(x) * slot.to(x.dtype)
+
+
+def test_integer_clamp_with_one_bound_float64():
+    torch.manual_seed(0)
+    m = ClampedSlots().double()
+    x = torch.randn(6, 4, dtype=torch.float64)
+    compare_step(m, (x,), (torch.tensor([0, 1, 2, 3, 0, 1]),), "cross_entropy", SGD(lr=0.1),
+                 dtype="float64")

@@ -259,3 +259,26 @@ def test_tvm_failure_while_lowering_is_one_clear_line(models, capsys, monkeypatc
     assert "TVM failed while lowering" in err and "Incompatible broadcast dims" in err and "--debug" in err
     rc, _, err = _run(argv + ["--debug"], capsys)
     assert rc == 1 and "Traceback" in err and err.strip().splitlines()[-1].startswith("roam-tvm: error:")
+
+
+def test_builtin_error_raised_inside_tvm_is_one_clear_line(models, capsys, monkeypatch):
+    """TVM also raises plain RuntimeErrors from C++ (legalizing ``clip`` with an infinite
+    bound on integers: "Cannot convert infinity to BigInt"); they are TVM's too."""
+    import tvm
+
+    from roam_tvm.report import compare
+
+    def fails(*args, **kwargs):  # a real TVM failure: clip of int64 by -inf, legalized
+        from tvm import relax
+        from tvm.relax import op as R
+
+        bb = relax.BlockBuilder()
+        x = relax.Var("x", relax.TensorType((3,), "int64"))
+        with bb.function("main", [x]):
+            bb.emit_func_output(bb.emit(R.clip(x, float("-inf"), 5)))
+        return relax.transform.LegalizeOps()(bb.get())
+
+    monkeypatch.setattr(compare, "schedule_for", fails)
+    rc, _, err = _run(["compare", "--model", f"{models}:with_callable", "--quiet", "--planners", "roam"],
+                      capsys)
+    assert rc == 1 and "Traceback" not in err and "TVM failed while lowering" in err, err
