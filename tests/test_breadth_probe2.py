@@ -274,3 +274,23 @@ def test_integer_clamp_with_one_bound_float64():
     x = torch.randn(6, 4, dtype=torch.float64)
     compare_step(m, (x,), (torch.tensor([0, 1, 2, 3, 0, 1]),), "cross_entropy", SGD(lr=0.1),
                  dtype="float64")
+
+
+class Upsample1d(torch.nn.Module):
+    """ConvTranspose1d (a 1-D U-Net / audio decoder's learned upsampling), with output padding."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = torch.nn.ConvTranspose1d(4, 3, 4, stride=2, padding=1)
+        self.c2 = torch.nn.ConvTranspose1d(3, 2, 3, stride=2, padding=1, output_padding=1)
+        self.o = torch.nn.Linear(2, 3)
+
+    def forward(self, x):
+        return self.o(torch.tanh(self.c2(torch.relu(self.c(x)))).mean(-1))
+
+
+def test_conv1d_transpose_gradient_float64():
+    torch.manual_seed(0)
+    m = Upsample1d().double()
+    x = torch.randn(2, 4, 6, dtype=torch.float64)
+    compare_step(m, (x,), (torch.tensor([0, 2]),), "cross_entropy", SGD(lr=1.0), dtype="float64")
