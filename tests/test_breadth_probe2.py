@@ -294,3 +294,49 @@ def test_conv1d_transpose_gradient_float64():
     m = Upsample1d().double()
     x = torch.randn(2, 4, 6, dtype=torch.float64)
     compare_step(m, (x,), (torch.tensor([0, 2]),), "cross_entropy", SGD(lr=1.0), dtype="float64")
+
+
+class WritesASlice(torch.nn.Module):
+    """``q[..., a:b] = f(q[..., a:b])`` (functionalized to ``slice_scatter``), as DeepSeek's
+    attention writes the rotary half of each head, with a step too."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(3, 8)
+        self.l2 = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        q = self.l1(x)
+        out = q * 1.5
+        out[:, 2:6] = torch.sin(q[:, 2:6])
+        out[:, 0:8:3] = torch.tanh(q[:, 1:8:3])
+        return self.l2(out)
+
+
+def test_slice_scatter_gradient_float64():
+    torch.manual_seed(0)
+    m = WritesASlice().double()
+    x = torch.randn(2, 3, dtype=torch.float64)
+    compare_step(m, (x,), (torch.tensor([0, 2]),), "cross_entropy", SGD(lr=1.0), dtype="float64")
+
+
+class UnsortedTopk(torch.nn.Module):
+    """A router's ``topk(..., sorted=False)`` (DeepSeek-V3), which TVM's importer refused."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = torch.nn.Linear(4, 5)
+        self.out = torch.nn.Linear(5, 3)
+
+    def forward(self, x):
+        logits = self.gate(x)
+        w, idx = torch.topk(logits.softmax(-1), 2, dim=-1, sorted=False)
+        routed = torch.zeros_like(logits).scatter(-1, idx, w)
+        return self.out(routed)
+
+
+def test_unsorted_topk_float64():
+    torch.manual_seed(0)
+    m = UnsortedTopk().double()
+    x = torch.randn(3, 4, dtype=torch.float64)
+    compare_step(m, (x,), (torch.tensor([0, 1, 2]),), "cross_entropy", SGD(lr=1.0), dtype="float64")

@@ -16,6 +16,7 @@
   cast to the float result first (see ``float_promotion``).
 * ``clamp`` of an integer tensor with one bound: only that bound (TVM fills the other with an
   infinity that cannot be cast to an integer).
+* ``topk`` with ``sorted=False``: the sorted result (a valid unsorted one).
 * ``select`` with a negative index (``out[:, -1]``): TVM emits ``take(x, -1, mode="fast")``,
   which reads before the start of the axis (garbage in an RNN classifier's last step). The
   index is taken modulo the axis length.
@@ -144,9 +145,23 @@ def _integer_clamp(kind):
     return convert
 
 
+def _topk(node, importer):
+    """``topk(..., sorted=False)`` (DeepSeek-V3's router) as the sorted ``topk``: PyTorch leaves
+    the order of an unsorted result unspecified, so the sorted one is one of its valid results
+    (TVM's converter refuses ``sorted=False``)."""
+    args = importer.retrieve_args(node)
+    x = args[0]
+    k = args[1] if len(args) > 1 else node.kwargs.get("k", 1)
+    dim = args[2] if len(args) > 2 else node.kwargs.get("dim", -1)
+    largest = args[3] if len(args) > 3 else node.kwargs.get("largest", True)
+    return importer.block_builder.emit(
+        R.topk(x, k=k, axis=dim, largest=largest, ret_type="both", dtype="int64"))
+
+
 CONVERTERS = {"index_put.default": _index_put, "index_put_.default": _index_put,
               "select.int": _select, "scatter_add.default": _scatter_add,
               "amax.default": _reduce_extreme(R.max), "amin.default": _reduce_extreme(R.min),
+              "topk.default": _topk,
               "clamp.default": _integer_clamp("clamp"),
               "clamp_min.default": _integer_clamp("clamp_min"),
               "clamp_max.default": _integer_clamp("clamp_max"),
