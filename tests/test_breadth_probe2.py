@@ -340,3 +340,28 @@ def test_unsorted_topk_float64():
     m = UnsortedTopk().double()
     x = torch.randn(3, 4, dtype=torch.float64)
     compare_step(m, (x,), (torch.tensor([0, 1, 2]),), "cross_entropy", SGD(lr=1.0), dtype="float64")
+
+
+class DropsOut(torch.nn.Module):
+    def __init__(self, drop_path: bool):
+        super().__init__()
+        self.l1 = torch.nn.Linear(3, 3)
+        self.drop = torch.nn.Dropout(0.1)
+        self.drop_path = drop_path
+
+    def forward(self, x):
+        h = self.drop(self.l1(x))
+        if self.drop_path:  # stochastic depth, as BEiT / timm write it
+            keep = (torch.rand(x.shape[0], 1) > 0.1).to(x.dtype)
+            h = h * keep / 0.9
+        return h
+
+
+def test_dropout_is_said_and_random_draws_are_refused():
+    from roam_tvm.frontend.errors import UnsupportedError
+
+    x, y = torch.randn(2, 3), torch.tensor([0, 1])
+    with pytest.warns(RuntimeWarning, match=r"dropout op\(s\) \(p=\[0.1\]\) are imported as the identity"):
+        from_torch(DropsOut(False), (x,), (y,), quiet=True)
+    with pytest.raises(UnsupportedError, match=r"draws random numbers .*aten.rand.*drop_path_rate=0.0"):
+        from_torch(DropsOut(True), (x,), (y,), quiet=True)
