@@ -16,6 +16,7 @@ import time
 from .report.names import ALL_PLANNERS
 
 EXIT_BAD_INPUT = 2
+EXIT_TVM_FAILURE = 1  # TVM could not lower a valid model: not bad input, not silent
 
 
 class ArgumentCheckError(ValueError):
@@ -298,7 +299,42 @@ def main(argv: list[str] | None = None) -> int:
                 traceback.print_exc()
             print(f"roam-tvm: error: {err}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        if _is_tvm_error(err):
+            if getattr(args, "debug", False):
+                import traceback
+
+                traceback.print_exc()
+            print(f"roam-tvm: error: {_tvm_error_line(err)}", file=sys.stderr)
+            return EXIT_TVM_FAILURE
         raise
+
+
+def _is_tvm_error(err: Exception) -> bool:
+    """An error raised inside TVM (its C++ checks, its Python passes) while lowering the step:
+    a TVM error class, or any exception whose innermost Python frames are TVM's, not ours."""
+    import os
+    import traceback
+
+    if type(err).__module__.split(".")[0] in ("tvm", "tvm_ffi"):
+        return True
+    ours = os.path.dirname(os.path.abspath(__file__))
+    for frame in reversed(traceback.extract_tb(err.__traceback__)):
+        path = os.path.abspath(frame.filename) if not frame.filename.startswith("<") else frame.filename
+        if path.startswith(ours):
+            return False
+        if f"{os.sep}tvm{os.sep}" in path or "tvm_ffi" in path or path.endswith((".cc", ".h")):
+            return True
+    return False
+
+
+def _tvm_error_line(err: Exception) -> str:
+    """TVM's own message (the check that failed), in one line, and what the user can do."""
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    # TVM puts its traceback first and the failed check last
+    reason = next((ln for ln in reversed(lines) if not ln.startswith(("File ", "at "))), "")
+    return (f"TVM failed while lowering the training step: {type(err).__name__}: {reason[:500]}. "
+            "This model uses an op or shape TVM 0.27 cannot compile here; rerun with --debug for "
+            "the full traceback, and report it with the model (or rewrite the op the message names).")
 
 
 def _is_user_error(err: Exception) -> bool:

@@ -239,3 +239,46 @@ def test_an_amp_compare_says_the_pytorch_simulation_is_fp32(tmp_path):
                  "--no-cut", "--json", str(out), "--quiet"]) == 0
     note = json.loads(out.read_text())["planners"]["pytorch"]["note"]
     assert "autocast is not simulated" in note and "bf16-amp" in note
+
+
+def test_tvm_failure_while_lowering_is_one_clear_line(models, capsys, monkeypatch):
+    """A valid model that TVM cannot lower (a failed C++ check in a pass): one line naming
+    TVM's check and what to do, exit 1; the traceback only with --debug."""
+    import tvm
+
+    from roam_tvm.report import compare
+
+    def fails(*args, **kwargs):
+        raise tvm.error.InternalError("Traceback (most recent call last):\n  File \"x.cc\", line 1\n"
+                                      "Check failed: (false) is false: Incompatible broadcast dims")
+
+    monkeypatch.setattr(compare, "schedule_for", fails)
+    argv = ["compare", "--model", f"{models}:with_callable", "--quiet", "--planners", "roam"]
+    rc, _, err = _run(argv, capsys)
+    assert rc == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "TVM failed while lowering" in err and "Incompatible broadcast dims" in err and "--debug" in err
+    rc, _, err = _run(argv + ["--debug"], capsys)
+    assert rc == 1 and "Traceback" in err and err.strip().splitlines()[-1].startswith("roam-tvm: error:")
+
+
+def test_builtin_error_raised_inside_tvm_is_one_clear_line(models, capsys, monkeypatch):
+    """TVM also raises plain RuntimeErrors from C++ (legalizing ``clip`` with an infinite
+    bound on integers: "Cannot convert infinity to BigInt"); they are TVM's too."""
+    import tvm
+
+    from roam_tvm.report import compare
+
+    def fails(*args, **kwargs):  # a real TVM failure: clip of int64 by -inf, legalized
+        from tvm import relax
+        from tvm.relax import op as R
+
+        bb = relax.BlockBuilder()
+        x = relax.Var("x", relax.TensorType((3,), "int64"))
+        with bb.function("main", [x]):
+            bb.emit_func_output(bb.emit(R.clip(x, float("-inf"), 5)))
+        return relax.transform.LegalizeOps()(bb.get())
+
+    monkeypatch.setattr(compare, "schedule_for", fails)
+    rc, _, err = _run(["compare", "--model", f"{models}:with_callable", "--quiet", "--planners", "roam"],
+                      capsys)
+    assert rc == 1 and "Traceback" not in err and "TVM failed while lowering" in err, err

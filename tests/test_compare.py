@@ -75,3 +75,27 @@ def test_unknown_planner_is_rejected(capsys):
         from roam_tvm.report.compare import compare_step
 
         compare_step(None, planners=["nope"])
+
+
+def test_failed_pytorch_baseline_keeps_the_plans():
+    """PyTorch's own step failing (a model its simulation cannot run) leaves a ``pytorch`` row
+    with no figure and the reason; the planners' rows and the bounds still report."""
+    from roam_tvm.frontend import SGD, from_torch
+    from roam_tvm.report.compare import compare_step, format_table
+
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    ts = from_torch(model, (torch.randn(2, 4),), (torch.tensor([0, 2]),), optimizer=SGD(lr=0.1), quiet=True)
+
+    def broken():
+        raise RuntimeError("Expected all tensors to be on the same device\nmore")
+
+    report = compare_step(ts, ["tvm-default", "roam", "pytorch"], target="llvm", pytorch=broken,
+                          progress=False)
+    row = report["planners"]["pytorch"]
+    assert row["peak_bytes"] is None and row["valid"] is None and row["method"] == "failed"
+    assert "RuntimeError: Expected all tensors to be on the same device" in row["note"]
+    assert report["planners"]["roam"]["valid"] and report["lower_bounds"]["cut"] > 0
+    assert "failed" in format_table(report)

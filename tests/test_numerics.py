@@ -107,7 +107,8 @@ def torch_step(model, inputs, targets, loss, opt):
     o.zero_grad()
     lv = _loss(loss, m(*inputs), *targets)
     lv.backward()
-    grads = {n: p.grad.detach().clone().numpy() for n, p in m.named_parameters()}
+    grads = {n: p.grad.detach().clone().numpy() for n, p in m.named_parameters()
+             if p.grad is not None}  # None: frozen, or never read by the forward
     o.step()
     out = {n: p.detach().numpy().copy() for n, p in m.named_parameters()}
     for n, p in m.named_parameters():

@@ -113,3 +113,46 @@ def test_gpt2_xl_paper_batch1():
     assert 1.5e9 * 4 < d["params_bytes"] < 1.6e9 * 4
     assert d["optimizer_state_bytes"] == 2 * d["params_bytes"]
     assert r["peak_bytes"] > 4 * d["params_bytes"]
+
+
+class _ScaledByArange(nn.Module):
+    """Makes a tensor without a device in its forward (like a sinusoidal time embedding)."""
+
+    def __init__(self, width=64):
+        super().__init__()
+        self.lin = nn.Linear(width, width)
+
+    def forward(self, x):
+        return self.lin(x) * torch.arange(x.shape[-1], dtype=x.dtype)
+
+
+def test_tensor_made_in_forward_without_device():
+    torch.manual_seed(0)
+    B, W = 32, 64
+    spec = ModelSpec("arange", _ScaledByArange(W).train(), (torch.randn(B, W),),
+                     (torch.randint(0, W, (B,)),), "cross_entropy", OptimizerConfig("sgd", 0.1))
+    r = pytorch_peak(spec, device="meta")
+    # the arange is step memory like any activation: the peak holds more than the
+    # parameters, the input and the gradients
+    f = 4
+    assert r["peak_bytes"] > 2 * (W * W + W) * f + B * W * f + B * 8 + W * f
+
+
+class _CastsItsRouter(nn.Module):
+    """Casts a submodule to its own dtype in forward, as HF Switch Transformers' router does."""
+
+    def __init__(self, width=16):
+        super().__init__()
+        self.router = nn.Linear(width, width)
+
+    def forward(self, x):
+        self.router = self.router.to(torch.float32)
+        return self.router(x)
+
+
+def test_module_cast_to_its_own_dtype_in_forward():
+    torch.manual_seed(0)
+    spec = ModelSpec("cast", _CastsItsRouter().train(), (torch.randn(4, 16),),
+                     (torch.randint(0, 16, (4,)),), "cross_entropy", OptimizerConfig("sgd", 0.1))
+    r = pytorch_peak(spec, device="meta")
+    assert r["peak_bytes"] >= 2 * (16 * 16 + 16) * 4 + 4 * 16 * 4

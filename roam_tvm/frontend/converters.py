@@ -12,6 +12,11 @@
 * ``scatter_add`` (no converter in TVM 0.27): ``scatter_elements`` with ``reduction="add"``.
 * ``amax`` / ``amin`` (no converter in TVM 0.27): ``max`` / ``min`` over the given dims
   (all of them when none is given), ``keepdim`` kept.
+* Integer operands of float arithmetic (``int_tensor / 2``, ``torch.log(int_tensor)``):
+  cast to the float result first (see ``float_promotion``).
+* ``clamp`` of an integer tensor with one bound: only that bound (TVM fills the other with an
+  infinity that cannot be cast to an integer).
+* ``topk`` with ``sorted=False``: the sorted result (a valid unsorted one).
 * ``select`` with a negative index (``out[:, -1]``): TVM emits ``take(x, -1, mode="fast")``,
   which reads before the start of the axis (garbage in an RNN classifier's last step). The
   index is taken modulo the axis length.
@@ -23,6 +28,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 from tvm.relax import op as R
+from .float_promotion import PROMOTING_CONVERTERS
 from .relax_shapes import static_shape as _shape
 
 
@@ -107,6 +113,56 @@ def _reduce_extreme(reduce):
     return convert
 
 
+def _integer_clamp(kind):
+    """``clamp`` / ``clamp_min`` / ``clamp_max`` of an integer tensor by integer bounds.
+
+    TVM's converter fills a missing bound with ``-inf`` / ``inf`` and emits ``clip``, whose
+    legalization casts the infinity to the integer dtype and aborts ("Cannot convert
+    infinity to BigInt"): here only the given bounds are applied, as ``maximum`` /
+    ``minimum`` with integer constants. Float tensors, and tensor or float bounds, go to
+    TVM's own converter.
+    """
+    def convert(node, importer):
+        args = importer.retrieve_args(node)
+        x = args[0]
+        if kind == "clamp":
+            lo = args[1] if len(args) > 1 else node.kwargs.get("min")
+            hi = args[2] if len(args) > 2 else node.kwargs.get("max")
+        else:
+            bound = args[1] if len(args) > 1 else node.kwargs.get(kind[len("clamp_"):])
+            lo, hi = (bound, None) if kind == "clamp_min" else (None, bound)
+        dtype = str(x.ty.dtype)
+        integer = dtype.startswith(("int", "uint"))
+        if not integer or not all(b is None or isinstance(b, int) for b in (lo, hi)):
+            return getattr(importer, "_" + kind)(node)
+        bb = importer.block_builder
+        if lo is not None:
+            x = bb.emit(R.maximum(x, relax.const(lo, dtype)))
+        if hi is not None:
+            x = bb.emit(R.minimum(x, relax.const(hi, dtype)))
+        return x
+
+    return convert
+
+
+def _topk(node, importer):
+    """``topk(..., sorted=False)`` (DeepSeek-V3's router) as the sorted ``topk``: PyTorch leaves
+    the order of an unsorted result unspecified, so the sorted one is one of its valid results
+    (TVM's converter refuses ``sorted=False``)."""
+    args = importer.retrieve_args(node)
+    x = args[0]
+    k = args[1] if len(args) > 1 else node.kwargs.get("k", 1)
+    dim = args[2] if len(args) > 2 else node.kwargs.get("dim", -1)
+    largest = args[3] if len(args) > 3 else node.kwargs.get("largest", True)
+    return importer.block_builder.emit(
+        R.topk(x, k=k, axis=dim, largest=largest, ret_type="both", dtype="int64"))
+
+
 CONVERTERS = {"index_put.default": _index_put, "index_put_.default": _index_put,
               "select.int": _select, "scatter_add.default": _scatter_add,
-              "amax.default": _reduce_extreme(R.max), "amin.default": _reduce_extreme(R.min)}
+              "amax.default": _reduce_extreme(R.max), "amin.default": _reduce_extreme(R.min),
+              "topk.default": _topk,
+              "clamp.default": _integer_clamp("clamp"),
+              "clamp_min.default": _integer_clamp("clamp_min"),
+              "clamp_max.default": _integer_clamp("clamp_max"),
+              **PROMOTING_CONVERTERS}

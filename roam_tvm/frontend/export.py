@@ -8,6 +8,7 @@ from typing import Any, Callable
 from .amp import autocast
 from .errors import FrontendError, TraceError, UnsupportedError
 from .hf_experts import exportable_experts
+from .noop_casts import noop_module_casts
 
 
 def first_output(out: Any):
@@ -55,12 +56,41 @@ def with_loss(model, n_inputs: int, loss_fn: Callable):
     return _ModelWithLoss()
 
 
+def _model_frame(e: Exception) -> str:
+    """Where in the model's own code (not torch's, not ours) the trace failed, or ''."""
+    import os
+    import traceback
+
+    import torch
+
+    skip = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
+    frames = [f for f in traceback.extract_tb(e.__traceback__)
+              if not f.filename.startswith(skip) and not f.filename.startswith("<")]
+    if not frames:
+        return ""
+    f = frames[-1]
+    code = f" ({f.line.strip()[:120]})" if f.line else ""
+    return f" at {os.path.basename(f.filename)}:{f.lineno} in {f.name}{code}"
+
+
+# torch.export's errors for a branch, loop or shape that depends on tensor values
+_DATA_DEPENDENT = ("GuardOnDataDependentSymNode", "DataDependentOutputException",
+                   "data-dependent", "data dependent")
+_DATA_DEPENDENT_HINT = (
+    " The forward loops, branches or sizes a tensor on tensor values (nonzero, boolean-mask "
+    "indexing, a loop over the experts a router picked): the step is planned for static shapes. "
+    "For a mixture of experts, run every expert on all tokens and weight the outputs by the "
+    "routing mask (Hugging Face MoE layers with a config._experts_implementation are switched "
+    "to 'batched_mm' automatically; ModuleDict experts such as Switch Transformers' are not).")
+
+
 def _trace_error(model, e: Exception) -> TraceError:
     msg = str(e).strip().splitlines()
     first = next((ln for ln in msg if ln.strip()), type(e).__name__)
+    hint = _DATA_DEPENDENT_HINT if any(k in type(e).__name__ + first for k in _DATA_DEPENDENT) else ""
     return TraceError(
         f"torch.export could not trace {type(model).__name__} with its loss: "
-        f"{type(e).__name__}: {first[:400]}. Make the forward traceable (no data-dependent "
+        f"{type(e).__name__}: {first[:400]}{_model_frame(e)}.{hint} Make the forward traceable (no data-dependent "
         "Python control flow, no .item()/.numpy() on tensors; for Hugging Face models use "
         "attn_implementation='eager'), or pass a model that torch.export.export accepts.")
 
@@ -103,7 +133,7 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
     # one spec per input, then per target; the wrapper takes *args
     ds = (tuple(dynamic_shapes),) if dynamic_shapes is not None else None
     try:
-        with warnings.catch_warnings(), exportable_experts(model):
+        with warnings.catch_warnings(), exportable_experts(model), noop_module_casts():
             warnings.simplefilter("ignore")
             return torch.export.export(wrapped, example_inputs + targets, strict=False,
                                        dynamic_shapes=ds)

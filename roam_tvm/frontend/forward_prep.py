@@ -7,6 +7,7 @@ import tvm
 from tvm import relax
 
 from .bn_stats import add_bn_stat_outputs
+from .drop_empty import drop_empty_concat_operands
 from .fuse_gelu import fuse_tanh_gelu
 from .fuse_rms_norm import fuse_rms_norm
 from .fuse_silu import fuse_silu
@@ -52,6 +53,9 @@ def prepare_forward(fwd: relax.Function, names: list, bn_specs: list,
     # broadcast_to onto a tensor's own shape (torch.matmul's expand) would be a copy kernel
     # whose result the backward keeps beside the original (attention probabilities)
     mod["fwd"] = drop_noop_broadcasts(mod["fwd"])
+    # partial rotary with the whole head rotated concatenates an empty tensor, whose
+    # zero-size adjoints Gradient cannot legalize (see drop_empty.py)
+    mod["fwd"] = drop_empty_concat_operands(mod["fwd"])
     # layer_norm / batch_norm stay whole through Gradient: their registered gradients
     # (norm_grad.py) keep only x and gamma; they are decomposed after autodiff
     return relax.transform.DeadCodeElimination(["fwd"])(mod), bn_info

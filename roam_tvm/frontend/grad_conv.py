@@ -1,4 +1,5 @@
-"""Gradients of the convolutions TVM 0.27 lacks: ``conv1d`` and ``conv2d_transpose``.
+"""Gradients of the convolutions TVM 0.27 lacks: ``conv1d``, ``conv2d_transpose`` and
+``conv1d_transpose``.
 
 Both are written with TVM's own ``conv2d`` weight gradient (read from the op registry, not
 copied) and an input gradient that also holds for dilated convolutions, which TVM's does not
@@ -12,6 +13,8 @@ copied) and an input gradient that also holds for dilated convolutions, which TV
   groups, since ``<conv_transpose(x, w), dy> = <x, conv2d(dy, w)>``. So the input's gradient
   is ``conv2d(dy, w)`` and the weight's is ``conv2d``'s weight gradient for input ``dy`` and
   output gradient ``x`` (the rows ``output_padding`` adds are read by no weight tap).
+* ``relax.nn.conv1d_transpose`` (NCW / IOW; a 1-D U-Net or audio decoder's upsampling): the
+  same op as a ``conv2d_transpose`` over a height-1 image, as for ``conv1d``.
 """
 
 from __future__ import annotations
@@ -94,10 +97,27 @@ def _conv2d_transpose_grad(orig_var, orig_call, output_grad, ctx):
     return [adjoint, dw]
 
 
+def _conv1d_transpose_grad(orig_var, orig_call, output_grad, ctx):
+    a = orig_call.attrs
+    if (str(a.data_layout), str(a.kernel_layout), str(a.out_layout)) != ("NCW", "IOW", "NCW"):
+        raise UnsupportedError(f"the gradient of relax.nn.conv1d_transpose is known for NCW/IOW "
+                               f"layouts, not {a.data_layout}/{a.kernel_layout}")
+    x, w = orig_call.args
+    pad = [int(p) for p in a.padding]
+    call = ctx.normalize(R.nn.conv2d_transpose(
+        ctx.normalize(R.expand_dims(x, 2)), ctx.normalize(R.expand_dims(w, 2)),
+        strides=[1, int(a.strides[0])], padding=[0, pad[0], 0, pad[1]],
+        output_padding=[0, int(a.output_padding[0])], dilation=[1, int(a.dilation[0])],
+        groups=int(a.groups), kernel_layout="IOHW", out_dtype=str(a.out_dtype) or ""))
+    dx4, dw4 = _conv2d_transpose_grad(None, call, ctx.normalize(R.expand_dims(output_grad, 2)), ctx)
+    return [R.squeeze(dx4, [2]), R.squeeze(dw4, [2])]
+
+
 # swapped in for TVM's own during our Gradient call (gradients.output_based_gradients)
 FIXED_GRADS = {"relax.nn.conv2d": _conv2d_grad_fixed}
 
 GRADS = {
     "relax.nn.conv1d": _conv1d_grad,
     "relax.nn.conv2d_transpose": _conv2d_transpose_grad,
+    "relax.nn.conv1d_transpose": _conv1d_transpose_grad,
 }

@@ -8,6 +8,14 @@ op, and the groups' sizes depend on the data. ``"eager"`` loops over the experts
 gathers each (token, expert) pair's weights and runs one batched matmul: static shapes, the
 same function, exportable. :func:`exportable_experts` switches a model to it for the export
 and restores the user's choice afterwards.
+
+Older layers keep their experts in an ``nn.ModuleDict`` (``expert_0`` ... ``expert_{E-1}``,
+Switch Transformers, NLLB-MoE) whose ``forward(hidden_states, mask, weights)`` has no
+switch and always loops over the experts ``nonzero`` finds. Within
+:func:`exportable_experts` such a layer runs every expert on every token and weights each
+output by the routing mask (``mask``: a ``[N, K, E]`` one-hot or ``[N, K]`` expert indices;
+``weights``: ``[N, K]``): the same sum over the same (token, expert) pairs, with static
+shapes; each expert then sees all ``N`` tokens, as the step planned is the dense one.
 """
 
 from __future__ import annotations
@@ -16,6 +24,34 @@ import contextlib
 from typing import Iterator
 
 STATIC_IMPLEMENTATION = "batched_mm"
+
+
+def _dict_experts(model) -> list:
+    """``nn.ModuleDict`` expert layers (``expert_0`` ... ``expert_{E-1}``) inside ``model``."""
+    import torch
+
+    found = []
+    for module in model.modules():
+        if isinstance(module, torch.nn.ModuleDict) and type(module).__name__.endswith("Experts") \
+                and len(module) and sorted(module.keys()) == sorted(f"expert_{i}" for i in range(len(module))):
+            found.append(module)
+    return found
+
+
+def _dense_forward(experts):
+    import torch
+
+    def forward(hidden_states, mask, weights):
+        n, e = hidden_states.shape[0], len(experts)
+        onehot = mask if mask.dim() == 3 else torch.nn.functional.one_hot(mask, e)  # [N, K, E]
+        w = (onehot.to(weights.dtype) * weights.reshape(n, -1, 1)).sum(1)             # [N, E]
+        out = torch.zeros_like(hidden_states)
+        for i in range(e):
+            y = experts[f"expert_{i}"](hidden_states)
+            out = out + (y * w[:, i:i + 1]).to(hidden_states.dtype)
+        return out
+
+    return forward
 
 
 def _experts_models(model) -> list:
@@ -31,7 +67,8 @@ def _experts_models(model) -> list:
 
 @contextlib.contextmanager
 def exportable_experts(model) -> Iterator[None]:
-    """Within the block, every HF MoE layer of ``model`` uses ``"batched_mm"`` experts.
+    """Within the block, every HF MoE layer of ``model`` uses ``"batched_mm"`` experts, and
+    every ``ModuleDict`` experts layer runs densely (see the module docstring).
 
     Parameters
     ----------
@@ -39,6 +76,9 @@ def exportable_experts(model) -> Iterator[None]:
         Any module; models without HF experts are left untouched.
     """
     saved = []
+    dense = _dict_experts(model)
+    for module in dense:  # an instance attribute shadows the class's forward until deleted
+        module.forward = _dense_forward(module)
     for hf in _experts_models(model):
         current = hf.config._experts_implementation
         if current != STATIC_IMPLEMENTATION:
@@ -49,3 +89,5 @@ def exportable_experts(model) -> Iterator[None]:
     finally:
         for hf, current in reversed(saved):
             hf.set_experts_implementation(current)
+        for module in dense:
+            del module.forward

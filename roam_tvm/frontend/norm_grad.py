@@ -1,5 +1,5 @@
-"""Closed-form gradients of ``relax.nn.layer_norm``, ``relax.nn.batch_norm`` and
-``relax.nn.rms_norm`` (the last folded from its spelled-out form by :mod:`.fuse_rms_norm`;
+"""Closed-form gradients of ``relax.nn.layer_norm``, ``relax.nn.batch_norm``,
+``relax.nn.instance_norm`` and ``relax.nn.rms_norm`` (the last folded from its spelled-out form by :mod:`.fuse_rms_norm`;
 see :func:`rms_norm_grad`).
 
 TVM 0.27 registers no gradient for either op; its training flow decomposes them
@@ -237,6 +237,36 @@ def batch_norm_grad(orig_var, orig_call, output_grad, ctx):
     return [dx, dgamma, dbeta, no_grad(moving_mean), no_grad(moving_var)]
 
 
+def instance_norm_grad(orig_var, orig_call, output_grad, ctx):
+    """Gradient of ``R.nn.instance_norm(x, gamma, beta, channel_axis, axes, epsilon)``:
+    statistics over ``axes`` (per channel and sample for ``nn.InstanceNorm``; TVM's importer
+    also maps training-mode BatchNorm without running statistics here), gamma and beta per
+    ``channel_axis``. Reads ``x`` and ``gamma`` only, like :func:`layer_norm_grad`."""
+    x, gamma, beta = orig_call.args
+    attrs = orig_call.attrs
+    dtype = str(x.ty.dtype)
+    shape = _shape(x)
+    nd = len(shape)
+    axes = sorted(int(a) % nd for a in attrs.axes)
+    channel = int(attrs.channel_axis) % nd
+    count = 1
+    for a in axes:
+        count *= shape[a]
+    bshape = [shape[i] if i == channel else 1 for i in range(nd)]
+    gamma_b = ctx.normalize(R.reshape(gamma, bshape)) if attrs.scale else None
+    mean, rstd = _stats(x, axes, float(attrs.epsilon), dtype, ctx, keepdims=True)
+    dx = _normalised_grad(x, output_grad, gamma_b, axes, count, mean, rstd, dtype, ctx)
+    not_channel = [i for i in range(nd) if i != channel]
+    if attrs.scale:
+        x_hat = R.multiply(R.subtract(x, mean), rstd)
+        dgamma = _sum_other(R.multiply(output_grad, x_hat), not_channel, _shape(gamma))
+    else:
+        dgamma = R.zeros(_shape(gamma), dtype)
+    dbeta = _sum_other(output_grad, not_channel, _shape(beta)) if attrs.center else \
+        R.zeros(_shape(beta), dtype)
+    return [dx, dgamma, dbeta]
+
+
 def share_statistics(func: relax.Function) -> relax.Function:
     """``func`` with each repeated ``mean``/``variance`` of the same tensor over the same axes
     bound to the first one's result.
@@ -274,4 +304,5 @@ GRADS = {
     "relax.nn.layer_norm": layer_norm_grad,
     "relax.nn.rms_norm": rms_norm_grad,
     "relax.nn.batch_norm": batch_norm_grad,
+    "relax.nn.instance_norm": instance_norm_grad,
 }

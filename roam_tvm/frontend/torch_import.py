@@ -18,6 +18,7 @@ from .llvm_fixes import fix_bindings
 from .losses import make_loss_fn
 from .optim import SGD, Optimizer, as_optimizer
 from .progress import Progress
+from .random_ops import check_random_ops
 from .relax_import import import_exported
 from .step import build_train_step
 from .torch_params import exported_names, initial_arrays, input_names, is_meta, order_params
@@ -99,6 +100,7 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy",
     progress("torch.export")
     ep = export_with_loss(model, example_inputs, targets, loss_fn, precision=precision,
                           loss_scale=scale, dynamic_shapes=dynamic_shapes)
+    check_random_ops(ep)
     names = exported_names(ep, model)
     progress("from_exported_program")
     func = fix_bindings(import_exported(ep, meta, type(model).__name__))

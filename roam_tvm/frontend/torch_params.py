@@ -132,6 +132,10 @@ def order_params(func: relax.Function, names: ExportedNames, model,
         if p.name in names.param_fqn:
             fqn = _strip(names.param_fqn[p.name])
             pvar_by_fqn.setdefault(canonical.get(fqn, fqn), []).append(p)
+    # a parameter the forward never reads (a module defined but not called) gets no gradient
+    # in PyTorch and is skipped by its optimizer: leave it out, as one TVM's importer dropped
+    read = set(relax.analysis.free_vars(func.body))
+    pvar_by_fqn = {n: vs for n, vs in pvar_by_fqn.items() if any(v in read for v in vs)}
     param_names, frozen_names = split_frozen([n for n in params if n in pvar_by_fqn], params)
     unused = [n for n in params if n not in pvar_by_fqn]
     binds, keep = {}, []

@@ -147,7 +147,13 @@ def compare_step(ts, planners: Sequence[str] = ALL_PLANNERS, target: str = "llvm
             report["always_live_bytes"] = g.always_live_bytes
         elif stage == "pytorch":
             start = time.perf_counter()
-            res = pytorch()
+            try:
+                res = pytorch()
+            except Exception as err:  # noqa: BLE001 - the baseline must not sink the plans
+                report["planners"]["pytorch"] = _baseline_failed(err, time.perf_counter() - start)
+                if log is not None:
+                    log(f"pytorch: {report['planners']['pytorch']['note']}")
+                continue
             detail = res.get("detail", {})
             # Same split as ours: what is not parameters, buffers, inputs or optimizer state.
             resident = sum(int(detail.get(k, 0)) for k in
@@ -166,6 +172,15 @@ def compare_step(ts, planners: Sequence[str] = ALL_PLANNERS, target: str = "llvm
     return report
 
 
+def _baseline_failed(err: Exception, seconds: float) -> dict:
+    """The ``pytorch`` row when PyTorch's own step could not be run or simulated: no figure
+    (``peak_bytes`` None, ``valid`` None), and why, so the plans of the step still report."""
+    first = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), "")
+    return {"peak_bytes": None, "order_bound_bytes": None, "intermediate_bytes": None,
+            "plan_seconds": seconds, "valid": None, "method": "failed",
+            "note": f"PyTorch's eager step could not be run: {type(err).__name__}: {first[:300]}"}
+
+
 def format_table(report: dict) -> str:
     """A fixed-width table: one row per planner, then the lower bounds."""
     mib = 2**20
@@ -175,10 +190,10 @@ def format_table(report: dict) -> str:
     rows = [("planner", "peak MiB", "scratch MiB", "+scratch MiB", "+pool MiB", "interm. MiB",
              "order-bound MiB", "plan s", "valid", "how")]
     for name, r in report["planners"].items():
-        rows.append((name, f"{r['peak_bytes'] / mib:,.1f}", col(r, "scratch_bytes"), col(r, "peak_with_scratch_bytes"),
-                     col(r, "pool_peak_bytes"), f"{r['intermediate_bytes'] / mib:,.1f}",
-                     f"{r['order_bound_bytes'] / mib:,.1f}", f"{r['plan_seconds']:.2f}",
-                     "yes" if r["valid"] else "NO", r.get("method", "planned")))
+        valid = "-" if r["valid"] is None else "yes" if r["valid"] else "NO"
+        rows.append((name, col(r, "peak_bytes"), col(r, "scratch_bytes"), col(r, "peak_with_scratch_bytes"),
+                     col(r, "pool_peak_bytes"), col(r, "intermediate_bytes"),
+                     col(r, "order_bound_bytes"), f"{r['plan_seconds']:.2f}", valid, r.get("method", "planned")))
     for k, v in report.get("lower_bounds", {}).items():
         rows.append((f"bound:{k}", f"{v / mib:,.1f}", "", "", "", "", "", "", "", "lower bound"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -150,6 +150,21 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
+class _FactoriesOn(torch.nn.Module):
+    """Runs the forward with the step's device as the default one: a tensor the model makes
+    without a device (``torch.arange(n)`` in a time embedding or RoPE) lands beside the inputs,
+    as with ``torch.set_default_device``, not on the CPU where it cannot meet them."""
+
+    def __init__(self, inner: torch.nn.Module, device):
+        super().__init__()
+        self.inner = inner
+        self.device = device
+
+    def forward(self, *args):
+        with torch.device(self.device):
+            return self.inner(*args)
+
+
 def _run_step(wrapped, args, opt, marks: Optional[dict] = None, rec: Optional[_Recorder] = None):
     opt.zero_grad(set_to_none=True)
     if rec is not None:
@@ -173,6 +188,7 @@ def _run_step(wrapped, args, opt, marks: Optional[dict] = None, rec: Optional[_R
 def simulate_eager_step(spec, foreach: bool = False) -> Dict[str, Any]:
     """Simulated peak of the eager step (see the module docstring). Works on meta models (GPT2-XL)."""
     from roam_tvm.frontend.hf_experts import exportable_experts
+    from roam_tvm.frontend.noop_casts import noop_module_casts
     from roam_tvm.zoo import LossWrapper, torch_optimizer
 
     t0 = time.perf_counter()
@@ -181,7 +197,7 @@ def simulate_eager_step(spec, foreach: bool = False) -> Dict[str, Any]:
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     model = meta_copy(spec.model, fake_mode)
     model.train()
-    wrapped = LossWrapper(model, spec.loss, len(spec.example_inputs))
+    wrapped = _FactoriesOn(LossWrapper(model, spec.loss, len(spec.example_inputs)), "meta")
     # device "meta" marks step memory; fake tensors the optimizer makes on the CPU (step counters) are host-side
     args = tuple(fake_mode.from_tensor(torch.empty_like(a.detach(), device="meta"), static_shapes=True)
                  for a in spec.args)
@@ -191,7 +207,8 @@ def simulate_eager_step(spec, foreach: bool = False) -> Dict[str, Any]:
     rec = _Recorder()
     # HF MoE layers run the experts form the step is imported with ("batched_mm"): the default
     # grouped_mm has no float32 fake-tensor kernel, and the eager loop depends on the data
-    with fake_mode, rec, exportable_experts(model):
+    # as in the export: a module cast to its own dtype in forward (HF Switch's router) is a no-op
+    with fake_mode, rec, exportable_experts(model), noop_module_casts():
         _run_step(wrapped, args, opt)  # warm-up (not recorded): creates the optimizer states
         persistent_tensors = {
             "params": list(model.parameters()),
@@ -318,7 +335,7 @@ def measure_cuda_step(spec, device: str = "cuda", foreach: Optional[bool] = None
         model = copy.deepcopy(spec.model).to(dev)
         args = tuple(a.to(dev) for a in spec.args)
     model.train()
-    wrapped = LossWrapper(model, spec.loss, len(spec.example_inputs))
+    wrapped = _FactoriesOn(LossWrapper(model, spec.loss, len(spec.example_inputs)), dev)
     params = [p for p in model.parameters() if p.requires_grad]
     extra = {} if foreach is None else {"foreach": foreach}
     opt = torch_optimizer(spec.optimizer, params, **extra)

@@ -1,0 +1,85 @@
+"""Random draws in a training forward: said out loud, before TVM's importer sees them.
+
+TVM 0.27's PyTorch importer turns ``dropout`` / ``native_dropout`` / ``bernoulli`` into the
+identity without a word, so a model trained with dropout (Hugging Face configs default to
+``p=0.1``) gets a step without it: other numerics, and no masks kept for the backward, which
+PyTorch keeps. :func:`check_random_ops` warns about that, and refuses the random draws the
+importer cannot take (``torch.rand`` for stochastic depth / drop-path, ``rand_like``, in-place
+``uniform_`` / ``normal_`` noise) with the model's line and the way out, instead of TVM's
+"Unsupported function types".
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from .errors import UnsupportedError
+
+# imported as the identity by TVM 0.27 (its convert map)
+_DROPOUT = {"dropout.default", "dropout_.default", "native_dropout.default", "bernoulli.p"}
+# random draws TVM 0.27 has no converter for
+_UNSUPPORTED = {"rand.default", "rand_like.default", "uniform_.default", "uniform.default",
+                "normal_.default", "normal.Tensor_float", "normal.float_Tensor",
+                "bernoulli.default", "bernoulli_.float", "randint.default", "randint.low",
+                "randint_like.default", "randperm.default", "multinomial.default",
+                "exponential_.default", "rand.generator"}
+
+
+def _op(node) -> str:
+    target = node.target
+    name = getattr(target, "__name__", str(target))
+    return name.split("aten.")[-1] if "aten." in name else name
+
+
+def _dropout_p(node) -> float:
+    args = node.args
+    p = args[1] if len(args) > 1 else node.kwargs.get("p", 0.5)
+    train = args[2] if len(args) > 2 else node.kwargs.get("train", True)
+    return float(p) if train is not False and isinstance(p, (int, float)) else 0.0
+
+
+def _where(node) -> str:
+    """The model's own source line that made ``node`` (torch.export's stack trace), or ''."""
+    trace = (node.meta.get("stack_trace") or "").strip().splitlines()
+    files = [ln.strip() for ln in trace if ln.strip().startswith("File ")]
+    return f" ({files[-1]})" if files else ""
+
+
+def check_random_ops(ep) -> None:
+    """Warn about dropout imported as the identity; refuse random draws TVM cannot import.
+
+    Parameters
+    ----------
+    ep : torch.export.ExportedProgram
+        The exported forward with its loss.
+
+    Raises
+    ------
+    UnsupportedError
+        The forward draws random numbers other than dropout's masks.
+    """
+    drops, draws = [], []
+    for node in ep.graph.nodes:
+        if node.op != "call_function":
+            continue
+        name = _op(node)
+        if name in _DROPOUT and (name == "bernoulli.p" or _dropout_p(node) > 0):
+            drops.append(node)
+        elif name in _UNSUPPORTED:
+            draws.append(node)
+    if draws:
+        first = draws[0]
+        raise UnsupportedError(
+            f"the forward draws random numbers ({len(draws)} op(s), e.g. aten.{_op(first)}"
+            f"{_where(first)}): stochastic depth (drop_path), noise or sampling. A planned "
+            "training step has no random draws here: turn them off for the import (Hugging "
+            "Face: drop_path_rate=0.0; timm: drop_path_rate=0.0; your code: skip the draw when "
+            "its probability is 0), or run that module in eval mode.")
+    if drops:
+        ps = sorted({round(_dropout_p(n), 4) for n in drops if _op(n) != "bernoulli.p"})
+        warnings.warn(
+            f"{len(drops)} dropout op(s) (p={ps or '?'}) are imported as the identity (TVM 0.27 "
+            "has no random masks): the step is planned and runs WITHOUT dropout, and keeps no "
+            "masks for the backward (PyTorch's step keeps one per dropout). For a faithful step "
+            "set dropout to 0 (Hugging Face: hidden_dropout_prob / attention_probs_dropout_prob "
+            "/ dropout / attention_dropout = 0.0).", RuntimeWarning, stacklevel=3)
