@@ -95,3 +95,48 @@ def test_gradient_keeps_no_copy_of_the_probabilities():
     """The backward reads the softmax output itself: no broadcast (a copy kernel once fused) is left."""
     assert _probability_copies(attention_loss) == 1  # what autodiff saw before
     assert _probability_copies(drop_noop_broadcasts(attention_loss)) == 0
+
+
+@R.function
+def rnn_projection(x: R.Tensor((7, 3, 16), "float32"), w: R.Tensor((96, 16), "float32"),
+                   u: R.Tensor((2, 16, 5), "float32")):
+    # an RNN's input projection over all time steps, as the importer writes it, and a
+    # broadcast that does change the result's batch (left alone)
+    with R.dataflow():
+        wt = R.permute_dims(w, axes=[1, 0])
+        wb = R.broadcast_to(wt, R.shape([7, 16, 96]))
+        y = R.matmul(x, wb, out_dtype="float32")
+        ub = R.broadcast_to(u, R.shape([2, 16, 5]))
+        z = R.matmul(R.reshape(x, R.shape([7, 3, 16])), R.broadcast_to(wt, R.shape([7, 16, 96])))
+        q = R.matmul(R.ones(R.shape([2, 3, 16]), "float32"), ub)
+        R.output(y, z, q)
+    return (y, z, q)
+
+
+@R.function
+def rnn_projection_expected(x: R.Tensor((7, 3, 16), "float32"), w: R.Tensor((96, 16), "float32"),
+                            u: R.Tensor((2, 16, 5), "float32")):
+    with R.dataflow():
+        wt = R.permute_dims(w, axes=[1, 0])
+        y = R.matmul(x, wt, out_dtype="float32")
+        ub = R.broadcast_to(u, R.shape([2, 16, 5]))
+        z = R.matmul(R.reshape(x, R.shape([7, 3, 16])), wt)
+        q = R.matmul(R.ones(R.shape([2, 3, 16]), "float32"), ub)
+        R.output(y, z, q)
+    return (y, z, q)
+
+
+def test_weight_broadcast_over_time_steps_is_dropped():
+    from roam_tvm.frontend.simplify import drop_matmul_weight_broadcasts
+
+    got = drop_matmul_weight_broadcasts(rnn_projection)
+    tvm.ir.assert_structural_equal(_clean(got), _clean(rnn_projection_expected))
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(s).astype("float32") for s in ((7, 3, 16), (96, 16), (2, 16, 5))]
+    outs = []
+    for func in (rnn_projection, got):
+        mod = relax.transform.LegalizeOps()(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}))
+        vm = relax.VirtualMachine(tvm.compile(mod, "llvm"), tvm.cpu())
+        outs.append([o.numpy() for o in vm["main"](*[tvm.runtime.tensor(a) for a in args])])
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)

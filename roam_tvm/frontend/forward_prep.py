@@ -12,7 +12,7 @@ from .fuse_gelu import fuse_tanh_gelu
 from .fuse_rms_norm import fuse_rms_norm
 from .fuse_silu import fuse_silu
 from .fuse_xent import fuse_cross_entropy
-from .simplify import drop_noop_broadcasts
+from .simplify import drop_matmul_weight_broadcasts, drop_noop_broadcasts
 
 
 def rename_params(fwd: relax.Function, names: list) -> relax.Function:
@@ -53,6 +53,8 @@ def prepare_forward(fwd: relax.Function, names: list, bn_specs: list,
     # broadcast_to onto a tensor's own shape (torch.matmul's expand) would be a copy kernel
     # whose result the backward keeps beside the original (attention probabilities)
     mod["fwd"] = drop_noop_broadcasts(mod["fwd"])
+    # and a weight broadcast over the time steps of an RNN's input projection would be T copies
+    mod["fwd"] = drop_matmul_weight_broadcasts(mod["fwd"])
     # partial rotary with the whole head rotated concatenates an empty tensor, whose
     # zero-size adjoints Gradient cannot legalize (see drop_empty.py)
     mod["fwd"] = drop_empty_concat_operands(mod["fwd"])

@@ -10,6 +10,11 @@ backward beside the softmax output it copies (kept for the softmax's own
 backward): two ``H x T x T`` tensors per attention layer where PyTorch keeps
 one (its ``expand`` and ``view`` are views). Replacing the no-op call by its
 input is exact: same values, same shape, same dtype.
+
+The same expansion of a *weight* (an RNN's input projection over all time steps:
+``matmul(x, broadcast_to(W^T, (T, K, N)))``) makes ``T`` copies of it, kept until the
+backward. ``drop_matmul_weight_broadcasts`` multiplies by the 2-D weight itself, which Relax's
+``matmul`` broadcasts over the batch dims without a copy; same values and shape.
 """
 from __future__ import annotations
 
@@ -38,5 +43,26 @@ def drop_noop_broadcasts(func: relax.Function) -> relax.Function:
         src = matches[x]
         same = _static_shape(src) is not None and _static_shape(src) == _static_shape(expr)
         return src if same and src.ty.dtype == expr.ty.dtype else expr
+
+    return rewrite_call(pattern, rewrite, func)
+
+
+def drop_matmul_weight_broadcasts(func: relax.Function) -> relax.Function:
+    """``matmul(a, broadcast_to(w, (*batch, K, N)))`` with a 2-D ``w`` of shape ``(K, N)`` and
+    ``a`` of batch dims ``batch`` becomes ``matmul(a, w)`` (same result, no broadcast copy)."""
+    a, w = wildcard(), wildcard()
+    bcast = is_op("relax.broadcast_to")(w, wildcard())
+    pattern = is_op("relax.matmul")(a, bcast)
+
+    def rewrite(expr, matches):
+        a_shape, w_shape = _static_shape(matches[a]), _static_shape(matches[w])
+        b_shape = _static_shape(matches[bcast])
+        if None in (a_shape, w_shape, b_shape) or len(w_shape) != 2 or len(a_shape) < 3:
+            return expr
+        if b_shape[-2:] != w_shape or a_shape[:-2] != b_shape[:-2]:
+            return expr
+        if matches[w].ty.dtype != matches[bcast].ty.dtype:
+            return expr
+        return relax.op.matmul(matches[a], matches[w], out_dtype=expr.attrs.out_dtype)
 
     return rewrite_call(pattern, rewrite, func)
