@@ -85,3 +85,19 @@ def test_asap_alap_fixed_positions():
     asap, alap = b.build().asap_alap()
     assert (asap[0], alap[0]) == (0, 0) and (asap[3], alap[3]) == (3, 3)
     assert asap[1] == 1 and alap[1] == 2
+
+
+def test_aligned_rounds_allocated_tensors_only():
+    from roam_tvm.graph import GraphBuilder
+
+    b = GraphBuilder("g")
+    w = b.tensor(10, "param")
+    x = b.tensor(7, "input")
+    [h] = b.op([x, w], [65])
+    [y] = b.op([h], [64])
+    b.tensors[y].is_output = True
+    g = b.build()
+    a = g.aligned(64)
+    assert [t.size for t in a.tensors] == [10, 7, 128, 64]  # param and input keep their size
+    assert a.peak() == g.peak() + 63 and len(a.ops) == len(g.ops)
+    assert g.aligned(1) is g

@@ -88,7 +88,8 @@ def test_before_expected_interleaved_branches():
     rec = latest_order("main")
     assert rec.status == "reordered"
     assert rec.peak_after < rec.peak_before
-    assert rec.peak_after == graph_of(InterleavedExpected).peak()
+    # the record counts tensors at their arena-aligned sizes (RoamOrder orders for the layout)
+    assert rec.peak_after == graph_of(InterleavedExpected).aligned(64).peak()
 
 
 def test_optimal_order_is_unique():

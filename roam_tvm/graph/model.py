@@ -25,7 +25,7 @@ old value (write-after-read), otherwise a reader would see the updated value.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from typing import Iterable, Sequence
 
@@ -345,6 +345,21 @@ class Graph:
             "always_live_bytes": self.always_live_bytes,
             "program_order_peak": self.peak(),
         }
+
+    def aligned(self, alignment: int) -> "Graph":
+        """A copy in which each allocated tensor takes its size rounded up to ``alignment``.
+
+        A planner that places tensors at ``alignment``-byte offsets in one arena (RoamLayout)
+        gives each of them that much room, so an order chosen on these sizes is chosen for
+        what the layout will pack. Always-live tensors keep their size (they are not in the
+        arena).
+        """
+        if alignment <= 1:
+            return self
+        allocated = set(self.allocated)
+        tensors = [replace(t, size=-(-t.size // alignment) * alignment)
+                   if t.id in allocated and t.size > 0 else t for t in self.tensors]
+        return Graph(self.ops, tensors, name=self.name, meta=self.meta)
 
     # ------------------------------------------------------------------- JSON
     def to_dict(self) -> dict:
