@@ -7,7 +7,9 @@ down-closed set ``S`` is
     best(S) = min over maximal v in S of max(best(S - v), live(S, v)),
 
 and ``best(all ops)`` is the optimum. States are bitmasks, expanded layer by
-layer (``|S| = k``), pruned by an incumbent upper bound. The number of
+layer (``k`` ops that open a tensor run), pruned by an incumbent upper bound.
+Ops that open no tensor (views, in-place writes) run as soon as they are ready
+rather than being branched on (:meth:`_DP._free_ops` says why that is exact). The number of
 down-sets grows quickly with the width of the graph, so the search gives up
 (returns ``None``) beyond ``max_states`` or ``time_limit``; the caller then uses
 the MIP (:mod:`roam_tvm.order.mip`) or keeps its heuristic.
@@ -74,6 +76,28 @@ class _DP:
             if before:
                 self.open0 |= 1 << k
                 self.open0_bytes += size
+        self.free_mask = self._free_ops()
+
+    def _free_ops(self) -> int:
+        """Bitmask of ops that open no tensor and need no workspace (views, in-place writes).
+
+        Running such an op as soon as it is ready never raises the peak: its own
+        step holds only tensors that were open before it, and running it earlier
+        only frees its inputs earlier. So the search runs every ready free op at
+        once instead of branching on it, which removes most states of a graph
+        full of views.
+        """
+        anc = [0] * self.m
+        for v in range(self.m):  # the piece's current order is topological
+            for u in self.piece.preds[v]:
+                anc[v] |= anc[u] | (1 << u)
+        free = 0
+        for v in range(self.m):
+            if self.piece.ws[v]:
+                continue
+            if all(self.open0 >> k & 1 or self.t_users[k] & anc[v] for k in self.op_t[v]):
+                free |= 1 << v
+        return free
 
     def _late(self) -> bool:
         """Past the CPU-time limit (load-independent), or past the wall-clock limit."""
@@ -99,49 +123,73 @@ class _DP:
             for u in self.piece.preds[w]:
                 succ[u].append((1 << w, pred_mask[w]))
         full = (1 << m) - 1
+        free = self.free_mask
+
+        def step(S: int, v: int, val: int, omask: int, obytes: int, ready: int):
+            """Run ``v`` after ``S``: (S', value, open mask, open bytes, ready mask)."""
+            low = 1 << v
+            S2 = S | low
+            live, nom, nob = obytes, omask, obytes
+            for bit, size, cm in op_info[v]:
+                if not nom & bit:
+                    live += size
+                    nom |= bit
+                    nob += size
+                if cm and not cm & ~S2:
+                    nom ^= bit
+                    nob -= size
+            val = max(val, base[v] + live)
+            r2 = ready & ~low
+            for wbit, pm in succ[v]:
+                if not pm & ~S2:
+                    r2 |= wbit
+            return S2, val, nom, nob, r2
+
+        def close(S: int, val: int, omask: int, obytes: int, ready: int, ran: list[int]):
+            """Run every ready free op (appending them to ``ran``)."""
+            rf = ready & free
+            while rf:
+                v = (rf & -rf).bit_length() - 1
+                ran.append(v)
+                S, val, omask, obytes, ready = step(S, v, val, omask, obytes, ready)
+                rf = ready & free
+            return S, val, omask, obytes, ready
+
         ready0 = 0
         for v in range(m):
             if not pred_mask[v]:
                 ready0 |= 1 << v
+        first: list[int] = []
+        S0, v0, om0, ob0, rd0 = close(0, 0, self.open0, self.open0_bytes, ready0, first)
+        if v0 >= upper:
+            return None
         # state: S -> (best, open tensors mask, open bytes, ready ops mask)
-        layer: dict[int, tuple[int, int, int, int]] = {0: (0, self.open0, self.open0_bytes, ready0)}
-        parents: list[dict[int, tuple[int, int]]] = []
-        for _k in range(m):
+        layer: dict[int, tuple[int, int, int, int]] = {S0: (v0, om0, ob0, rd0)}
+        parents: list[dict[int, tuple[int, list[int]]]] = []
+        while full not in layer:
             nxt: dict[int, tuple[int, int, int, int]] = {}
-            par: dict[int, tuple[int, int]] = {}
+            par: dict[int, tuple[int, list[int]]] = {}
             get = nxt.get
             for ci, (S, (best, omask, obytes, ready)) in enumerate(layer.items()):
                 if not ci & 1023 and (len(nxt) + self.n_states > self.max_states or self._late()):
                     raise _TooBig
-                rest = ready
+                rest = ready & ~free
                 while rest:
                     low = rest & -rest
                     rest ^= low
                     v = low.bit_length() - 1
-                    S2 = S | low
-                    live = obytes
-                    nom, nob = omask, obytes
-                    for bit, size, cm in op_info[v]:
-                        if not nom & bit:
-                            live += size
-                            nom |= bit
-                            nob += size
-                        if cm and not cm & ~S2:
-                            nom ^= bit
-                            nob -= size
-                    val = base[v] + live
-                    if val < best:
-                        val = best
+                    S2, val, nom, nob, r2 = step(S, v, best, omask, obytes, ready)
                     if val >= upper:
                         continue
+                    ran = [v]
+                    if r2 & free:
+                        S2, val, nom, nob, r2 = close(S2, val, nom, nob, r2, ran)
+                        if val >= upper:
+                            continue
                     old = get(S2)
                     if old is None or val < old[0]:
-                        r2 = ready ^ low
-                        for wbit, pm in succ[v]:
-                            if not pm & ~S2:
-                                r2 |= wbit
                         nxt[S2] = (val, nom, nob, r2)
-                        par[S2] = (S, v)
+                        par[S2] = (S, ran)
             self.n_states += len(nxt)
             if self.n_states > self.max_states or self._late():
                 raise _TooBig
@@ -153,12 +201,14 @@ class _DP:
             parents.append(par)
             layer = nxt
         best_val = layer[full][0]
-        order = []
+        chunks = []
         S = full
         for par in reversed(parents):
-            S, v = par[S]
-            order.append(v)
-        order.reverse()
+            S, ran = par[S]
+            chunks.append(ran)
+        order = list(first)
+        for ran in reversed(chunks):
+            order.extend(ran)
         return order, best_val
 
 
