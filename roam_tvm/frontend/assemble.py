@@ -11,6 +11,7 @@ from .flatten_tuples import InlineTupleVars
 from .accumulate import AccumulateInPlace
 from .batched_weight_grads import MergeBatchedWeightGrads
 from .transpose_sums import TransposeProductSums
+from .take_backward import TakeBackwardKernels
 from .nt_matmul import FuseNTMatmul
 from .optim import Optimizer
 from .placement import UpdateEmitter, update_points
@@ -129,6 +130,9 @@ def assemble(adj: relax.Function, names: StepNames, optimizer: Optimizer, bn_inf
     # the transpose of a weight-gradient sum is summed transposed, without a copy (transpose_sums.py)
     # a weight gradient summed over leading dims is one 2-D product (batched_weight_grads.py)
     mod = FuseNTMatmul()(MergeBatchedWeightGrads()(bb.get()))
+    # an index gradient along a later axis (`out[:, -1]`) indexes its output per dimension,
+    # so a GPU build can give each thread its own columns (take_backward.py)
     mod = AccumulateInPlace()(TransposeProductSums()(mod))
+    mod = TakeBackwardKernels()(mod)
     mod = relax.transform.DeadCodeElimination()(InlineTupleVars()(mod))
     return mod, sig, emitter.update_deps
