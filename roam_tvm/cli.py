@@ -299,6 +299,13 @@ def main(argv: list[str] | None = None) -> int:
                 traceback.print_exc()
             print(f"roam-tvm: error: {err}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        if _is_unschedulable(err):  # a kernel with no GPU schedule: the message names it
+            if getattr(args, "debug", False):
+                import traceback
+
+                traceback.print_exc()
+            print(f"roam-tvm: error: {err} (or rerun with --target llvm)", file=sys.stderr)
+            return EXIT_TVM_FAILURE
         if _is_tvm_error(err):
             if getattr(args, "debug", False):
                 import traceback
@@ -307,6 +314,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"roam-tvm: error: {_tvm_error_line(err)}", file=sys.stderr)
             return EXIT_TVM_FAILURE
         raise
+
+
+def _is_unschedulable(err: Exception) -> bool:
+    mod = sys.modules.get(__package__ + ".runtime.schedule")
+    return mod is not None and isinstance(err, mod.UnschedulableError)
 
 
 def _is_tvm_error(err: Exception) -> bool:

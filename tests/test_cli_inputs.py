@@ -282,3 +282,18 @@ def test_builtin_error_raised_inside_tvm_is_one_clear_line(models, capsys, monke
     rc, _, err = _run(["compare", "--model", f"{models}:with_callable", "--quiet", "--planners", "roam"],
                       capsys)
     assert rc == 1 and "Traceback" not in err and "TVM failed while lowering" in err, err
+
+
+def test_kernel_without_gpu_schedule_is_a_clear_error(models, capsys, monkeypatch):
+    """A kernel no GPU rule can schedule: the message names it and the way out, no traceback."""
+    from roam_tvm.report import compare
+    from roam_tvm.runtime.schedule import UnschedulableError
+
+    def fails(*args, **kwargs):
+        raise UnschedulableError("no GPU schedule for 1 PrimFunc(s) ['scatter_thing']")
+
+    monkeypatch.setattr(compare, "scratch_for", fails)
+    rc, _, err = _run(["compare", "--model", f"{models}:with_callable", "--quiet", "--planners", "roam"],
+                      capsys)
+    assert rc == 1 and "Traceback" not in err, err
+    assert "scatter_thing" in err and "--target llvm" in err
