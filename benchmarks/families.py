@@ -1,4 +1,5 @@
-"""Realistic-size rows for the families beyond the zoo: LLaMA ~1B (bf16 AMP), T5-base, DenseNet-121, a small MoE.
+"""Realistic-size rows for the families beyond the zoo: LLaMA ~1B (bf16 AMP), T5-base, DenseNet-121, a small MoE,
+Swin-T, a GroupNorm U-Net, a 2-layer LSTM and a 2-layer GRU (hidden 1,024, 128 steps).
 
     python benchmarks/families.py                      # every row, one at a time
     python benchmarks/families.py llama t5             # some rows
@@ -35,7 +36,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 OUT = os.path.join(HERE, "results", "runs", "families")
-ROWS = {"llama": ["--precision", "bf16-amp"], "t5": [], "densenet": [], "moe": []}
+ROWS = {"llama": ["--precision", "bf16-amp"], "t5": [], "densenet": [], "moe": [], "swin": [], "unet": [],
+        "lstm": [], "gru": []}
 CUT_SLACK = 1.01
 
 

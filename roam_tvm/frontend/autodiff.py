@@ -9,6 +9,7 @@ import tvm
 from tvm import relax
 
 from . import gradients
+from .backward_attention import recompute_attention_in_backward
 from .backward_casts import recompute_upcasts_in_backward
 from .errors import MissingGradientError
 from .gradient_errors import explain_gradient_failure
@@ -86,4 +87,6 @@ def differentiate(mod: tvm.IRModule, pvars: list,
     adjoint = share_statistics(mod["fwd_adjoint"])
     # the backward casts a saved low-precision activation again instead of keeping the
     # forward's float32 copy alive (autocast), as PyTorch's autograd does
-    return recompute_upcasts_in_backward(adjoint)
+    adjoint = recompute_upcasts_in_backward(adjoint)
+    # and redoes attention probabilities from Q and K, which it keeps anyway, as fused SDPA does
+    return recompute_attention_in_backward(adjoint)

@@ -49,7 +49,7 @@ def _recastable(func: relax.Function, backward: Set[relax.Var]) -> Dict[relax.Va
     read_in_backward: Set[relax.Var] = set()
     for b in bindings(func):
         if b.var in backward:
-            read_in_backward |= _reads(b.value)
+            read_in_backward |= reads(b.value)
     out: Dict[relax.Var, Recipe] = {}
     for b in bindings(func):
         value = b.value
@@ -74,7 +74,7 @@ def _recastable(func: relax.Function, backward: Set[relax.Var]) -> Dict[relax.Va
     return out
 
 
-def _backward_vars(func: relax.Function) -> Set[relax.Var]:
+def backward_vars(func: relax.Function) -> Set[relax.Var]:
     """Binding vars from the first ``*_adjoint`` binding on."""
     out: Set[relax.Var] = set()
     seen = False
@@ -85,7 +85,7 @@ def _backward_vars(func: relax.Function) -> Set[relax.Var]:
     return out
 
 
-def _reads(expr) -> Set[relax.Var]:
+def reads(expr) -> Set[relax.Var]:
     found: Set[relax.Var] = set()
     relax.analysis.post_order_visit(expr, lambda n: found.add(n) if isinstance(n, relax.Var) else None)
     return found
@@ -99,7 +99,7 @@ class _BackwardCasts(relax.PyExprMutator):
         self.backward = backward
 
     def visit_var_binding_(self, binding: relax.VarBinding) -> None:
-        used = [v for v in _reads(binding.value) if v in self.upcasts] \
+        used = [v for v in reads(binding.value) if v in self.upcasts] \
             if binding.var in self.backward else []
         if not used:
             super().visit_var_binding_(binding)
@@ -119,7 +119,7 @@ class _BackwardCasts(relax.PyExprMutator):
 
 def recompute_upcasts_in_backward(func: relax.Function) -> relax.Function:
     """``func`` with every backward read of a forward upcast replaced by a fresh cast."""
-    backward = _backward_vars(func)
+    backward = backward_vars(func)
     upcasts = _recastable(func, backward)
     if not backward or not upcasts:
         return func
