@@ -81,6 +81,43 @@ def test_a_recipe_that_needs_an_unkept_value_is_not_redone():
     assert recompute_attention_in_backward(NoK["main"]).same_as(NoK["main"])
 
 
+@tvm.script.ir_module
+class ViewFirst:
+    """The backward reads a view of P first (``dV``), then P itself (the softmax's gradient);
+    the mask is index arithmetic over a position grid (``take``, ``concat``), as HF builds it."""
+
+    @R.function
+    def main(q: R.Tensor((2, 8, 4), "float32"), k: R.Tensor((2, 4, 8), "float32"),
+             v: R.Tensor((8, 4), "float32"), dy: R.Tensor((16, 4), "float32")):
+        with R.dataflow():
+            pos = R.arange(0, 8, 1, dtype="int64")
+            both = R.concat((pos, pos), axis=0)
+            row = R.take(both, R.arange(0, 8, 1, dtype="int64"), axis=0)
+            later = R.greater(R.expand_dims(row, axis=[0]), R.expand_dims(row, axis=[1]))
+            mask = R.where(later, R.const(-1e9, "float32"), R.const(0.0, "float32"))
+            p = R.nn.softmax(R.add(R.matmul(q, k), mask), axis=-1)
+            p2 = R.reshape(p, R.shape([16, 8]))
+            v_adjoint = R.matmul(R.permute_dims(p2, [1, 0]), dy)  # backward: the view first
+            p_adjoint = R.matmul(dy, R.permute_dims(v, [1, 0]))
+            s_adjoint = R.multiply(p, R.reshape(p_adjoint, R.shape([2, 8, 8])))  # then P
+            q_adjoint = R.matmul(s_adjoint, R.permute_dims(k, [0, 2, 1]))
+            out = (v_adjoint, q_adjoint)
+            R.output(out)
+        return out
+
+
+def test_every_backward_read_uses_the_copy_and_index_masks_are_redone():
+    after = recompute_attention_in_backward(ViewFirst["main"])
+    text = after.script()
+    assert "mask_bwd: " in text and "both_bwd: " in text and "row_bwd: " in text
+    assert "R.multiply(p_bwd" in text, "P read after its view must read the copy"
+    assert text.count("R.nn.softmax(") == 2
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(s).astype("float32") for s in [(2, 8, 4), (2, 4, 8), (8, 4), (16, 4)]]
+    for got, want in zip(_run(tvm.IRModule({"main": after}), args), _run(ViewFirst, args)):
+        np.testing.assert_array_equal(got, want)
+
+
 class _Block(nn.Module):
     def __init__(self, d=16, h=2):
         super().__init__()

@@ -50,6 +50,36 @@ RECOMPUTABLE_OPS = frozenset({
 })
 
 
+def _allowed(binding: relax.VarBinding) -> bool:
+    """An op a recipe may redo: one of :data:`RECOMPUTABLE_OPS`, or index arithmetic.
+
+    Any pure op with an integer or boolean result counts as index arithmetic (positions, masks:
+    transformers builds causal masks with ``index_tensor`` on ``arange`` grids); its cost is
+    that of the mask, and a float tensor enters a recipe only through the listed ops.
+    """
+    call = binding.value
+    if not (isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op)):
+        return False
+    if call.op.name in RECOMPUTABLE_OPS:
+        return True
+    sinfo = binding.var.ty
+    return (isinstance(sinfo, relax.TensorType) and str(sinfo.dtype) in _INDEX_DTYPES
+            and not call.op.name.startswith(("relax.call_", "relax.builtin", "relax.memory", "relax.vm")))
+
+
+_INDEX_DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"})
+
+
+def _operands(call: relax.Call) -> list:
+    """The variables ``call`` reads, those inside a tuple operand (``concat``) included."""
+    out = []
+    for a in call.args:
+        for f in (a.fields if isinstance(a, relax.Tuple) else [a]):
+            if isinstance(f, relax.Var):
+                out.append(f)
+    return out
+
+
 def _recomputable(func: relax.Function, backward: Set[relax.Var]) -> Set[relax.Var]:
     """Forward values the backward redoes (module docstring).
 
@@ -65,8 +95,7 @@ def _recomputable(func: relax.Function, backward: Set[relax.Var]) -> Set[relax.V
     for b in bindings(func):
         if b.var in backward:
             read_in_backward |= reads(b.value)
-        elif isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op) \
-                and b.value.op.name in RECOMPUTABLE_OPS:
+        elif _allowed(b):
             defs[b.var] = b.value
     read_in_backward -= backward
     cands: Set[relax.Var] = set()
@@ -81,11 +110,7 @@ def _recomputable(func: relax.Function, backward: Set[relax.Var]) -> Set[relax.V
             return memo[v]
         soft = call.op.name == "relax.nn.softmax"
         mm = frozenset([v]) if call.op.name == "relax.matmul" else frozenset()
-        for a in call.args:
-            if not isinstance(a, relax.Var):
-                if isinstance(a, relax.Tuple):
-                    return memo[v]
-                continue  # a constant, a shape, a prim value
+        for a in _operands(call):
             if a in params or (a in read_in_backward and a not in cands):
                 continue  # kept anyway: a leaf of the recipe
             ok, has_soft, n = recipe(a, memo)
@@ -109,7 +134,7 @@ def _recomputable(func: relax.Function, backward: Set[relax.Var]) -> Set[relax.V
         if v in out:
             continue
         out.add(v)
-        todo.extend(a for a in defs[v].args if isinstance(a, relax.Var) and a not in params
+        todo.extend(a for a in _operands(defs[v]) if a not in params
                     and not (a in read_in_backward and a not in cands))
     return out
 
@@ -126,17 +151,25 @@ class _RecomputeInBackward(relax.PyExprMutator):
     def _emit(self, v: relax.Var) -> relax.Var:
         if v not in self.fresh:
             call = self.defs[v]
-            args = [self._emit(a) if isinstance(a, relax.Var) and a in self.redo else self.visit_expr(a)
-                    for a in call.args]
+            args = [self._arg(a) for a in call.args]
             self.fresh[v] = self.builder_.emit(relax.Call(call.op, args, call.attrs, call.ty_args),
                                                name_hint=v.name + "_bwd")
+            # every later backward read of v, not only the one that asked, uses the copy
+            self.set_var_remap(v, self.fresh[v])
         return self.fresh[v]
+
+    def _arg(self, a: relax.Expr) -> relax.Expr:
+        if isinstance(a, relax.Tuple):  # concat's operands (index grids)
+            return relax.Tuple([self._arg(f) for f in a.fields])
+        if isinstance(a, relax.Var) and a in self.redo:
+            return self._emit(a)
+        return self.visit_expr(a)
 
     def visit_var_binding_(self, binding: relax.VarBinding) -> None:
         if binding.var in self.backward:
             for v in reads(binding.value):
-                if v in self.redo and v not in self.fresh:
-                    self.set_var_remap(v, self._emit(v))
+                if v in self.redo:
+                    self._emit(v)
         super().visit_var_binding_(binding)
 
 
