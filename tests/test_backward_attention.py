@@ -118,6 +118,28 @@ def test_every_backward_read_uses_the_copy_and_index_masks_are_redone():
         np.testing.assert_array_equal(got, want)
 
 
+def test_a_redoable_query_stays_kept_so_the_scores_can_be_redone():
+    """Q is a projection the backward reads through a view: redoable on its own (one matmul),
+    but redoing it would put a second matmul in P's recipe. Q stays kept; P is redone."""
+    @tvm.script.ir_module
+    class Projected:
+        @R.function
+        def main(x: R.Tensor((8, 4), "float32"), wq: R.Tensor((4, 4), "float32"),
+                 k: R.Tensor((4, 8), "float32"), dy: R.Tensor((8, 8), "float32")):
+            with R.dataflow():
+                q = R.matmul(x, wq)
+                q2 = R.reshape(q, R.shape([8, 4]))
+                p = R.nn.softmax(R.matmul(q2, k), axis=-1)
+                y = R.multiply(p, R.const(2.0, "float32"))
+                p_adjoint = R.multiply(dy, p)
+                k_adjoint = R.matmul(R.permute_dims(q2, [1, 0]), p_adjoint)
+                R.output(k_adjoint, y)
+            return (k_adjoint, y)
+
+    text = recompute_attention_in_backward(Projected["main"]).script()
+    assert "p_bwd: " in text and "q2_bwd" not in text and "q_bwd" not in text, text
+
+
 class _Block(nn.Module):
     def __init__(self, d=16, h=2):
         super().__init__()

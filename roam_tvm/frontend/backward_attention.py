@@ -43,6 +43,8 @@ RECOMPUTABLE_OPS = frozenset({
     "relax.subtract", "relax.multiply", "relax.divide", "relax.where", "relax.full_like",
     "relax.zeros_like", "relax.astype", "relax.expand_dims", "relax.squeeze", "relax.tanh",
     "relax.broadcast_to", "relax.strided_slice",
+    # a gather from a parameter table: T5's relative position bias
+    "relax.take",
     # masks: built from positions and constants
     "relax.arange", "relax.full", "relax.ones", "relax.zeros", "relax.tril", "relax.triu",
     "relax.less", "relax.less_equal", "relax.greater", "relax.greater_equal", "relax.equal",
@@ -120,11 +122,13 @@ def _recomputable(func: relax.Function, backward: Set[relax.Var]) -> Set[relax.V
         memo[v] = (len(mm) <= MAX_MATMULS, soft, mm)
         return memo[v]
 
-    # In program order, a value joins when it can be redone from what is kept now. Joining
-    # never breaks an earlier member: a recipe that used it as a leaf now redoes it instead.
+    # In program order, a value joins when it can be redone from what is kept now and its
+    # recipe holds a softmax. Joining never breaks an earlier member: a recipe that used it as
+    # a leaf now redoes it instead. Values without a softmax (Q or K themselves) stay kept:
+    # redoing them would add their projections to every later recipe.
     for b in bindings(func):
         v = b.var
-        if v in read_in_backward and v in defs and recipe(v, {})[0]:
+        if v in read_in_backward and v in defs and all(recipe(v, {})[:2]):
             cands.add(v)
     memo: Dict[relax.Var, tuple] = {}
     out: Set[relax.Var] = set()
