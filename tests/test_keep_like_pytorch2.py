@@ -2,6 +2,8 @@
 
 * hardswish / hardsigmoid (``x * clip(x + 3, 0, 6) / 6`` once exported): the backward
   redoes the clips from ``x`` instead of keeping them (backward_elementwise.py).
+* weight_norm's ``|v|`` (its norm's ``power(|v|, 2)`` read it in the backward): redone from
+  the parameter ``v`` (backward_elementwise.py), as in a TCN (dilated causal Conv1d, chomp).
 * BLOOM's GELU ``x * 0.5 * (1 + tanh(0.79788456 * x * (1 + 0.044715 * x * x)))`` folds
   into one ``gelu_tanh``, which keeps only ``x`` (fuse_gelu.py).
 
@@ -213,3 +215,64 @@ def test_bloom_keeps_no_more_than_pytorch(monkeypatch):
     # at least tanh's output and 1 + k x x, [2, 64, 512] float32 each, are no longer kept
     # (measured: 11,712,692 B folded, 13,547,700 B not; PyTorch 12,921,856)
     assert kept - cut >= 2 * 2 * 64 * 512 * 4, (kept, cut)
+
+
+# ------------------------------------------------------------------------------------------
+# TCN: weight_norm'd dilated causal Conv1d, chomped, residual
+
+
+class TemporalBlock(nn.Module):
+    """locuslab's TCN block: two weight-normed dilated convs, each chomped to stay causal."""
+
+    def __init__(self, cin, cout, k, dilation):
+        super().__init__()
+        from torch.nn.utils.parametrizations import weight_norm
+
+        self.p = (k - 1) * dilation
+        self.conv1 = weight_norm(nn.Conv1d(cin, cout, k, padding=self.p, dilation=dilation))
+        self.conv2 = weight_norm(nn.Conv1d(cout, cout, k, padding=self.p, dilation=dilation))
+        self.down = nn.Conv1d(cin, cout, 1) if cin != cout else None
+
+    def forward(self, x):
+        h = F.relu(self.conv1(x)[:, :, :-self.p].contiguous())
+        h = F.relu(self.conv2(h)[:, :, :-self.p].contiguous())
+        return F.relu(h + (x if self.down is None else self.down(x)))
+
+
+class TCN(nn.Module):
+    def __init__(self, cin=4, ch=8, levels=2, k=3, classes=3):
+        super().__init__()
+        self.blocks = nn.Sequential(*[TemporalBlock(cin if i == 0 else ch, ch, k, 2 ** i)
+                                      for i in range(levels)])
+        self.fc = nn.Linear(ch, classes)
+
+    def forward(self, x):
+        return self.fc(self.blocks(x)[:, :, -1])
+
+
+def _tcn(dtype, batch=2, seq=12, **sizes):
+    torch.manual_seed(0)
+    model = TCN(**sizes).to(dtype)
+    x = torch.randn(batch, model.blocks[0].conv1.in_channels, seq, dtype=dtype)
+    return model, (x,), (torch.randint(0, 3, (batch,)),)
+
+
+def test_tcn_step_matches_torch_float64():
+    """weight_norm's |v| redone in the backward: the step matches torch's."""
+    model, ins, tgs = _tcn(torch.float64)
+    compare_step(model, ins, tgs, "cross_entropy", SGD(lr=1.0), dtype="float64")
+
+
+@pytest.mark.slow  # two imports and two cut bounds: about 15 s
+def test_tcn_keeps_no_more_than_pytorch(monkeypatch):
+    """|v| redone, the TCN step's least peak is at or below PyTorch's; kept, it is above."""
+    from roam_tvm.frontend import autodiff
+
+    model, ins, tgs = _tcn(torch.float32, batch=2, seq=64, cin=16, ch=64, levels=3, k=7)
+    cut, torch_peak = _cut_and_pytorch(model, ins, tgs)
+    assert cut <= torch_peak, (cut, torch_peak)
+    monkeypatch.setattr(autodiff, "recompute_elementwise_in_backward", lambda f: f)
+    kept, _ = _cut_and_pytorch(model, ins, tgs)
+    assert torch_peak < kept, (torch_peak, kept)
+    # at least one |v| of a [64, 64, 7] weight is no longer kept
+    assert kept - cut >= 64 * 64 * 7 * 4, (kept, cut)

@@ -4,10 +4,12 @@
 bound) and ``hardsigmoid`` as ``clip(x + 3, 0, 6) / 6``. Relax ``Gradient`` keeps every
 operand its gradients read: ``x`` and the product's other factor for the multiply, and each
 clip's output for that clip's mask. PyTorch's ``hardswish_backward`` keeps only ``x``.
+Likewise ``weight_norm``'s ``||v||`` is ``sum(abs(v) ** 2) ** 0.5`` once exported, and the
+power's gradient keeps ``abs(v)``, a weight-sized copy of the parameter ``v``.
 
 ``recompute_elementwise_in_backward`` follows each forward value back through a *chain* of
 shape- and dtype-preserving elementwise steps that read one tensor (a clip, a negation, an
-add / subtract / multiply / divide / maximum / minimum by a one-element constant) to the
+absolute value, an add / subtract / multiply / divide / maximum / minimum by a one-element constant) to the
 chain's *root*. A backward binding that reads a chain member reads a fresh copy instead,
 recomputed from the root just before it (FuseOps folds it into that binding's kernel), when
 that costs no extra tensor:
@@ -31,7 +33,7 @@ from .relax_shapes import scalar_value
 from .relax_walk import bindings
 
 #: one tensor argument, the rest PrimValues (clip's bounds)
-_UNARY = frozenset({"relax.clip", "relax.negative"})
+_UNARY = frozenset({"relax.clip", "relax.negative", "relax.abs"})
 #: a tensor and a one-element constant
 _WITH_SCALAR = frozenset({"relax.add", "relax.subtract", "relax.multiply", "relax.divide",
                           "relax.maximum", "relax.minimum"})
