@@ -199,22 +199,28 @@ def test_bloom_step_matches_torch_float32():
     compare_step(model, ins, tgs, "cross_entropy", Adam(lr=1e-3))
 
 
-@pytest.mark.slow  # two imports and two cut bounds: about 15 s
+@pytest.mark.slow  # three imports and cut bounds: about 25 s
 def test_bloom_keeps_no_more_than_pytorch(monkeypatch):
-    """BLOOM's GELU folded, the step's least peak is at or below PyTorch's; with the GELU
-    as exported (GPT-2's spelling only folded) it is above."""
-    from roam_tvm.frontend import forward_prep, fuse_gelu
+    """Either fix alone (the GELU folded, or its elementwise values redone from ``x`` in
+    the backward) puts the step's least peak at or below PyTorch's; with neither (the GELU
+    as exported) it is above."""
+    from roam_tvm.frontend import autodiff, forward_prep, fuse_gelu
 
     model, ins, tgs = _bloom_lm(batch=2, seq=64, width=128, vocab=256, layers=3)
-    cut, torch_peak = _cut_and_pytorch(model, ins, tgs)
-    assert cut <= torch_peak, (cut, torch_peak)
+    both, torch_peak = _cut_and_pytorch(model, ins, tgs)
+    monkeypatch.setattr(autodiff, "recompute_elementwise_in_backward", lambda f: f)
+    folded, _ = _cut_and_pytorch(model, ins, tgs)
     monkeypatch.setattr(forward_prep, "fuse_tanh_gelu", lambda f: fuse_gelu._fold(
         f, fuse_gelu._gpt2_pattern(), fuse_gelu._CONSTS, lambda dtype: 1e-6))
-    kept, _ = _cut_and_pytorch(model, ins, tgs)
-    assert torch_peak < kept, (torch_peak, kept)
-    # at least tanh's output and 1 + k x x, [2, 64, 512] float32 each, are no longer kept
-    # (measured: 11,712,692 B folded, 13,547,700 B not; PyTorch 12,921,856)
-    assert kept - cut >= 2 * 2 * 64 * 512 * 4, (kept, cut)
+    neither, _ = _cut_and_pytorch(model, ins, tgs)
+    monkeypatch.undo()
+    monkeypatch.setattr(forward_prep, "fuse_tanh_gelu", lambda f: fuse_gelu._fold(
+        f, fuse_gelu._gpt2_pattern(), fuse_gelu._CONSTS, lambda dtype: 1e-6))
+    redone, _ = _cut_and_pytorch(model, ins, tgs)
+    assert max(both, folded, redone) <= torch_peak < neither, (both, folded, redone,
+                                                               torch_peak, neither)
+    # the fold drops at least tanh's output and 1 + k x x, [2, 64, 512] float32 each
+    assert neither - folded >= 2 * 2 * 64 * 512 * 4, (neither, folded)
 
 
 # ------------------------------------------------------------------------------------------

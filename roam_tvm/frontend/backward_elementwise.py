@@ -1,21 +1,23 @@
 """The backward redoes cheap elementwise steps from their source instead of keeping their results.
 
 ``torch.export`` spells ``hardswish`` as ``x * clip(x + 3, 0, 6) / 6`` (two clips, one per
-bound) and ``hardsigmoid`` as ``clip(x + 3, 0, 6) / 6``. Relax ``Gradient`` keeps every
-operand its gradients read: ``x`` and the product's other factor for the multiply, and each
-clip's output for that clip's mask. PyTorch's ``hardswish_backward`` keeps only ``x``.
-Likewise ``weight_norm``'s ``||v||`` is ``sum(abs(v) ** 2) ** 0.5`` once exported, and the
-power's gradient keeps ``abs(v)``, a weight-sized copy of the parameter ``v``.
+bound), ``hardsigmoid`` as ``clip(x + 3, 0, 6) / 6``, ``mish`` as
+``x * tanh(where(x > 20, x, log(exp(x) + 1)))`` and TVM's importer ``elu`` as
+``relu(x) - alpha * relu(1 - exp(x))``. Relax ``Gradient`` keeps every operand its
+gradients read: for hardswish ``x`` and each clip's output, where PyTorch's
+``hardswish_backward`` keeps only ``x``. Likewise ``weight_norm``'s ``||v||`` is
+``sum(abs(v) ** 2) ** 0.5`` once exported, and the power's gradient keeps ``abs(v)``, a
+weight-sized copy of the parameter ``v``.
 
-``recompute_elementwise_in_backward`` follows each forward value back through a *chain* of
-shape- and dtype-preserving elementwise steps that read one tensor (a clip, a negation, an
-absolute value, an add / subtract / multiply / divide / maximum / minimum by a one-element constant) to the
-chain's *root*. A backward binding that reads a chain member reads a fresh copy instead,
-recomputed from the root just before it (FuseOps folds it into that binding's kernel), when
-that costs no extra tensor:
+``recompute_elementwise_in_backward`` finds each forward value computed by elementwise ops
+(below) from a single tensor, its *root*, and one-element constants, with the root's shape.
+A backward binding that reads such a value reads a fresh copy instead, recomputed from the
+root just before it (FuseOps folds it into that binding's kernel), when
 
-* the root is kept for the backward anyway (read by it directly, or a parameter), or
-* two or more members of the root's chains are read by the backward: one root kept instead.
+* every backward reader of the value is itself elementwise (a matmul or a convolution would
+  need the copy as a tensor: the kept one is as good), and
+* that costs no extra tensor: the root is kept for the backward anyway (read by it
+  directly, or a parameter), or the values so redone from a root take more bytes than it.
 
 The forward's copies then die with their last forward reader. Values are identical: the
 same ops on the same input, in the same order.
@@ -32,89 +34,110 @@ from .backward_casts import backward_vars, reads
 from .relax_shapes import scalar_value
 from .relax_walk import bindings
 
-#: one tensor argument, the rest PrimValues (clip's bounds)
-_UNARY = frozenset({"relax.clip", "relax.negative", "relax.abs"})
-#: a tensor and a one-element constant
-_WITH_SCALAR = frozenset({"relax.add", "relax.subtract", "relax.multiply", "relax.divide",
-                          "relax.maximum", "relax.minimum"})
+#: ops a value may be redone with (each elementwise, deterministic)
+_STEPS = frozenset({
+    "relax.abs", "relax.negative", "relax.clip", "relax.exp", "relax.log", "relax.tanh",
+    "relax.sigmoid", "relax.sqrt", "relax.rsqrt", "relax.erf", "relax.square",
+    "relax.nn.relu", "relax.add", "relax.subtract", "relax.multiply", "relax.divide",
+    "relax.maximum", "relax.minimum", "relax.power", "relax.greater", "relax.greater_equal",
+    "relax.less", "relax.less_equal", "relax.equal", "relax.not_equal", "relax.logical_and",
+    "relax.logical_or", "relax.logical_not", "relax.where"})
+#: backward readers a fresh copy fuses into (elementwise themselves)
+_READERS = _STEPS | {"relax.zeros_like", "relax.ones_like", "relax.astype"}
+#: at most this many ops redone per value read
+_MAX_OPS = 12
 
 
-def _same_tensor_type(a: relax.Expr, b: relax.Expr) -> bool:
-    ta, tb = a.ty, b.ty
-    if not isinstance(ta, relax.TensorType) or not isinstance(tb, relax.TensorType):
-        return False
-    if ta.dtype != tb.dtype or ta.shape is None or tb.shape is None:
-        return False
-    return tvm_ffi.structural_equal(ta.shape, tb.shape)
+def _op(value: relax.Expr) -> str | None:
+    if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
+        return value.op.name
+    return None
 
 
-def _step_source(var: relax.Var, value: relax.Expr) -> relax.Var | None:
-    """The one tensor ``value`` reads if it is a cheap elementwise step, else None."""
-    if not isinstance(value, relax.Call) or not isinstance(value.op, tvm.ir.Op):
-        return None
-    name = value.op.name
-    tensors = [a for a in value.args if isinstance(a, relax.Var)]
-    if len(tensors) != 1:
-        return None
-    if name in _WITH_SCALAR:
-        others = [a for a in value.args if not a.same_as(tensors[0])]
-        if len(value.args) != 2 or not all(scalar_value(o) is not None for o in others):
-            return None
-    elif name not in _UNARY:
-        return None
-    # no broadcast, no cast: the fresh copy is the same tensor as the forward's
-    return tensors[0] if _same_tensor_type(tensors[0], var) else None
+def _tensor(v: relax.Expr) -> relax.TensorType | None:
+    ty = getattr(v, "ty", None)
+    return ty if isinstance(ty, relax.TensorType) and ty.shape is not None else None
 
 
-def _chains(func: relax.Function, backward: Set[relax.Var]) -> Dict[relax.Var, List[relax.Var]]:
-    """Forward var -> its chain: the root first, then each step up to the var itself."""
-    out: Dict[relax.Var, List[relax.Var]] = {}
+def _scalar(arg: relax.Expr) -> bool:
+    """A one-element constant, or an immediate (clip's bounds)."""
+    return scalar_value(arg) is not None or isinstance(getattr(arg, "value", None), (int, float))
+
+
+def _nbytes(v: relax.Var) -> int:
+    ty = _tensor(v)
+    n = 1
+    for s in ty.shape.values:
+        n *= int(s)
+    return n * max(1, tvm.runtime.DataType(str(ty.dtype)).bits // 8)
+
+
+def _roots(func: relax.Function, backward: Set[relax.Var]) -> Dict[relax.Var, relax.Var]:
+    """Forward var -> the one tensor it is computed from by ``_STEPS`` (see the docstring)."""
+    root: Dict[relax.Var, relax.Var] = {}
+    size: Dict[relax.Var, int] = {}  # ops redone for a var
     for b in bindings(func):
         if b.var in backward:
             break
-        src = _step_source(b.var, b.value)
-        if src is not None:
-            out[b.var] = out.get(src, [src]) + [b.var]
-    return out
+        value = b.value
+        if _op(value) not in _STEPS or _tensor(b.var) is None:
+            continue
+        srcs = [a for a in value.args if isinstance(a, relax.Var)]
+        others = [a for a in value.args if not isinstance(a, relax.Var)]
+        if not srcs or not all(_scalar(o) for o in others):
+            continue
+        found = {root.get(s, s) for s in srcs}
+        if len(found) != 1:
+            continue
+        r = found.pop()
+        if _tensor(r) is None or not tvm_ffi.structural_equal(_tensor(r).shape,
+                                                             _tensor(b.var).shape):
+            continue  # a broadcast: the fresh copy would not be the same tensor
+        n = 1 + sum(size.get(s, 0) for s in set(srcs))
+        if n <= _MAX_OPS:
+            root[b.var], size[b.var] = r, n
+    return root
 
 
 def _to_redo(func: relax.Function, backward: Set[relax.Var],
-             chains: Dict[relax.Var, List[relax.Var]]) -> Set[relax.Var]:
-    """The chain members whose backward reads are worth redoing (see the module docstring)."""
+             root: Dict[relax.Var, relax.Var]) -> Set[relax.Var]:
+    """The values whose backward reads are worth redoing (see the module docstring)."""
     read_back: Set[relax.Var] = set()
+    bad: Set[relax.Var] = set()  # read by a backward op a fresh copy does not fuse into
     for b in bindings(func):
         if b.var in backward:
-            read_back |= reads(b.value)
-    by_root: Dict[relax.Var, Set[relax.Var]] = {}
-    for v, chain in chains.items():
-        if v in read_back:
-            by_root.setdefault(chain[0], set()).add(v)
+            used = reads(b.value)
+            read_back |= used
+            if _op(b.value) not in _READERS:
+                bad |= used
+    by_root: Dict[relax.Var, List[relax.Var]] = {}
+    for v, r in root.items():
+        if v in read_back and v not in bad:
+            by_root.setdefault(r, []).append(v)
     params = set(func.params)
     out: Set[relax.Var] = set()
-    for root, members in by_root.items():
-        if root in read_back or root in params or len(members) >= 2:
-            out |= members
+    for r, members in by_root.items():
+        if r in read_back or r in params or _nbytes(r) < sum(_nbytes(v) for v in members):
+            out |= set(members)
     return out
 
 
 @relax.expr_functor.mutator
 class _Redo(relax.PyExprMutator):
-    def __init__(self, chains, redo, defs, backward):
+    def __init__(self, root, redo, defs, backward):
         super().__init__()
-        self.chains, self.redo, self.defs, self.backward = chains, redo, defs, backward
+        self.root, self.redo, self.defs, self.backward = root, redo, defs, backward
 
     def _fresh(self, v: relax.Var, made: Dict[relax.Var, relax.Expr]) -> relax.Expr:
-        chain = self.chains[v]
-        prev = self.visit_expr(chain[0])
-        for m in chain[1:]:
-            if m not in made:
-                value = self.defs[m]
-                args = [prev if isinstance(a, relax.Var) else a for a in value.args]
-                made[m] = self.builder_.emit(relax.Call(value.op, args, value.attrs,
-                                                        value.ty_args),
-                                             name_hint=m.name + "_bwd")
-            prev = made[m]
-        return prev
+        if v not in self.root:  # the root itself
+            return self.visit_expr(v)
+        if v not in made:
+            value = self.defs[v]
+            args = [self._fresh(a, made) if isinstance(a, relax.Var) else a
+                    for a in value.args]
+            made[v] = self.builder_.emit(relax.Call(value.op, args, value.attrs, value.ty_args),
+                                         name_hint=v.name + "_bwd")
+        return made[v]
 
     def visit_var_binding_(self, binding: relax.VarBinding) -> None:
         used = [v for v in reads(binding.value) if v in self.redo] \
@@ -132,14 +155,14 @@ class _Redo(relax.PyExprMutator):
 
 
 def recompute_elementwise_in_backward(func: relax.Function) -> relax.Function:
-    """``func`` (an adjoint) with backward reads of cheap elementwise chains redone from
-    their root where that keeps fewer tensors (see the module docstring)."""
+    """``func`` (an adjoint) with backward reads of cheap elementwise values redone from
+    their root where that keeps fewer bytes (see the module docstring)."""
     backward = backward_vars(func)
     if not backward:
         return func
-    chains = _chains(func, backward)
-    redo = _to_redo(func, backward, chains)
+    root = _roots(func, backward)
+    redo = _to_redo(func, backward, root)
     if not redo:
         return func
     defs = {b.var: b.value for b in bindings(func)}
-    return _Redo(chains, redo, defs, backward).visit_expr(func)
+    return _Redo(root, redo, defs, backward).visit_expr(func)
