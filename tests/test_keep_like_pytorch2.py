@@ -4,6 +4,9 @@
   redoes the clips from ``x`` instead of keeping them (backward_elementwise.py).
 * weight_norm's ``|v|`` (its norm's ``power(|v|, 2)`` read it in the backward): redone from
   the parameter ``v`` (backward_elementwise.py), as in a TCN (dilated causal Conv1d, chomp).
+* ELU / SELU (``relu(x) - alpha * relu(1 - exp(x))`` from TVM's importer), Mish, Softplus
+  and the hard activations in an MLP: the hidden-sized tensors the backward reads, counted
+  on the Relax step, against those torch autograd saves (backward_elementwise.py).
 * BLOOM's GELU ``x * 0.5 * (1 + tanh(0.79788456 * x * (1 + 0.044715 * x * x)))`` folds
   into one ``gelu_tanh``, which keeps only ``x`` (fuse_gelu.py).
 
@@ -282,3 +285,87 @@ def test_tcn_keeps_no_more_than_pytorch(monkeypatch):
     assert torch_peak < kept, (torch_peak, kept)
     # at least one |v| of a [64, 64, 7] weight is no longer kept
     assert kept - cut >= 64 * 64 * 7 * 4, (kept, cut)
+
+
+# ------------------------------------------------------------------------------------------
+# common activations: hidden-sized tensors kept for the backward, ours against torch's
+
+_BATCH, _HIDDEN = 32, 48
+
+
+class ActMLP(nn.Module):
+    def __init__(self, act):
+        super().__init__()
+        self.act = act
+        self.a, self.b, self.c = nn.Linear(8, _HIDDEN), nn.Linear(_HIDDEN, _HIDDEN), nn.Linear(_HIDDEN, 3)
+
+    def forward(self, x):
+        return self.c(self.act(self.b(self.act(self.a(x)))))
+
+
+_ACTS = {"hardswish": F.hardswish, "hardsigmoid": F.hardsigmoid, "relu6": F.relu6,
+         "hardtanh": F.hardtanh, "elu": F.elu, "selu": F.selu, "celu": F.celu, "mish": F.mish,
+         "softplus": F.softplus, "leaky_relu": F.leaky_relu, "sigmoid": torch.sigmoid,
+         "tanh": torch.tanh, "gelu": F.gelu, "silu": F.silu}
+
+
+def _act_case(name, dtype=torch.float32):
+    torch.manual_seed(0)
+    model = ActMLP(_ACTS[name]).to(dtype)
+    return model, (torch.randn(_BATCH, 8, dtype=dtype),), (torch.randint(0, 3, (_BATCH,)),)
+
+
+def _hidden_kept_by_step(model, ins, tgs) -> int:
+    """Hidden-sized forward values of the built step that its backward reads, counted on
+    the Relax function (the backward starts at the first ``*_adjoint`` binding)."""
+    from roam_tvm.frontend import from_torch
+
+    ts = from_torch(model, ins, tgs, loss="cross_entropy", optimizer=SGD(lr=0.1), quiet=True)
+    binds = [b for blk in ts.mod[ts.func_name].body.blocks for b in blk.bindings]
+    start = next(i for i, b in enumerate(binds) if b.var.name.endswith("_adjoint"))
+    read = set()
+    for b in binds[start:]:
+        relax.analysis.post_order_visit(b.value, lambda n: read.add(n)
+                                        if isinstance(n, relax.Var) else None)
+    hidden = [b.var for b in binds[:start] if b.var in read
+              and isinstance(b.var.ty, relax.TensorType)
+              and [int(d) for d in b.var.ty.shape.values] == [_BATCH, _HIDDEN]]
+    return len(hidden)
+
+
+def _hidden_saved_by_torch(model, ins, tgs) -> int:
+    """Distinct hidden-sized storages torch autograd saves for the same step's backward."""
+    storages = set()
+
+    def pack(t):
+        if tuple(t.shape) == (_BATCH, _HIDDEN):
+            storages.add(t.untyped_storage().data_ptr())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        F.cross_entropy(model(*ins), *tgs)
+    return len(storages)
+
+
+@pytest.mark.parametrize("name", sorted(_ACTS))
+def test_activation_keeps_no_more_than_torch(name):
+    model, ins, tgs = _act_case(name)
+    ours, theirs = _hidden_kept_by_step(model, ins, tgs), _hidden_saved_by_torch(model, ins, tgs)
+    assert ours <= theirs, (name, ours, theirs)
+
+
+@pytest.mark.parametrize("name", ["hardswish", "elu", "selu", "mish"])
+def test_activation_keeps_more_without_the_redo(name, monkeypatch):
+    """The redo is what brings these to torch's count."""
+    from roam_tvm.frontend import autodiff
+
+    model, ins, tgs = _act_case(name)
+    theirs = _hidden_saved_by_torch(model, ins, tgs)
+    monkeypatch.setattr(autodiff, "recompute_elementwise_in_backward", lambda f: f)
+    assert _hidden_kept_by_step(model, ins, tgs) > theirs
+
+
+@pytest.mark.parametrize("name", ["hardswish", "elu", "selu", "mish", "softplus", "celu"])
+def test_activation_step_matches_torch_float64(name):
+    model, ins, tgs = _act_case(name, torch.float64)
+    compare_step(model, ins, tgs, "cross_entropy", SGD(lr=1.0), dtype="float64")
