@@ -70,37 +70,6 @@ def _mobile(dtype, batch=2, res=8, **kw):
     return model, (x,), (torch.randint(0, 3, (batch,)),)
 
 
-def _adjoint_like(matmul_reader: bool) -> relax.Function:
-    """``y = x * clip(x + 3, 0, 6)`` and a backward (from ``y_adjoint`` on) that reads the
-    clip's output in a multiply, and in a matmul too if ``matmul_reader``."""
-    from roam_tvm.frontend.backward_elementwise import recompute_elementwise_in_backward
-
-    x = relax.Var("x", relax.TensorType((4, 4), "float32"))
-    bb = relax.BlockBuilder()
-    with bb.function("f", [x]):
-        with bb.dataflow():
-            a = bb.emit(relax.op.clip(relax.op.add(x, relax.const(3.0, "float32")), 0, 6))
-            y = bb.emit(relax.op.multiply(x, a))
-            g = bb.emit(relax.op.ones((4, 4), "float32"), name_hint="y_adjoint")
-            out = bb.emit(relax.op.multiply(g, a))
-            if matmul_reader:
-                out = bb.emit(relax.op.add(out, relax.op.matmul(a, g)))
-            out = bb.emit_output(out)
-        bb.emit_func_output(out)
-    return recompute_elementwise_in_backward(bb.get()["f"])
-
-
-def test_redo_only_for_elementwise_readers():
-    """The clip is redone from ``x`` (a parameter) for the multiply's read; a matmul reading
-    it needs it as a tensor anyway, so then nothing is redone."""
-    def clips(f):
-        return [b.var.name for blk in f.body.blocks for b in blk.bindings
-                if isinstance(b.value, relax.Call) and b.value.op.name == "relax.clip"]
-
-    assert len(clips(_adjoint_like(False))) == 2  # the forward's and the backward's
-    assert len(clips(_adjoint_like(True))) == 1
-
-
 def test_hardswish_step_matches_torch_float64():
     """Redone clips give the same step: hardswish, hardsigmoid, BN, depthwise conv.
 

@@ -64,12 +64,22 @@ def _scalar(arg: relax.Expr) -> bool:
     return scalar_value(arg) is not None or isinstance(getattr(arg, "value", None), (int, float))
 
 
-def _nbytes(v: relax.Var) -> int:
+def _nbytes(v: relax.Var) -> int | None:
+    """Bytes of ``v``; None for a symbolic shape (a dynamic batch or sequence)."""
     ty = _tensor(v)
     n = 1
     for s in ty.shape.values:
-        n *= int(s)
+        if not isinstance(getattr(s, "value", None), int):
+            return None
+        n *= int(s.value)
     return n * max(1, tvm.runtime.DataType(str(ty.dtype)).bits // 8)
+
+
+def _smaller(root: relax.Var, members: List[relax.Var]) -> bool:
+    """The root takes fewer bytes than the members (False when a size is unknown)."""
+    sizes = [_nbytes(v) for v in members]
+    r = _nbytes(root)
+    return r is not None and None not in sizes and r < sum(sizes)
 
 
 def _roots(func: relax.Function, backward: Set[relax.Var]) -> Dict[relax.Var, relax.Var]:
@@ -117,7 +127,7 @@ def _to_redo(func: relax.Function, backward: Set[relax.Var],
     params = set(func.params)
     out: Set[relax.Var] = set()
     for r, members in by_root.items():
-        if r in read_back or r in params or _nbytes(r) < sum(_nbytes(v) for v in members):
+        if r in read_back or r in params or _smaller(r, members):
             out |= set(members)
     return out
 
