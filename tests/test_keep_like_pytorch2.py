@@ -297,7 +297,8 @@ class ActMLP(nn.Module):
     def __init__(self, act):
         super().__init__()
         self.act = act
-        self.a, self.b, self.c = nn.Linear(8, _HIDDEN), nn.Linear(_HIDDEN, _HIDDEN), nn.Linear(_HIDDEN, 3)
+        self.a, self.b = nn.Linear(8, _HIDDEN), nn.Linear(_HIDDEN, _HIDDEN)
+        self.c = nn.Linear(_HIDDEN, 3)
 
     def forward(self, x):
         return self.c(self.act(self.b(self.act(self.a(x)))))
