@@ -163,11 +163,16 @@ def _cut_and_pytorch(model, ins, tgs):
 def test_keeps_no_more_than_pytorch(monkeypatch):
     """With the folds the whole step's least peak (``cut``) is below PyTorch's eager step;
     without them (the ops as torch.export spells them) it is above."""
-    from roam_tvm.frontend import step
+    from roam_tvm.frontend import forward_prep as step
 
     model, ins, tgs = _case(torch.float32, batch=4, seq=32, d=32, ffn=96)
     cut, torch_peak = _cut_and_pytorch(model, ins, tgs)
     assert cut < torch_peak, (cut, torch_peak)
+    # the elementwise redo (backward_elementwise.py) alone also brings the unfused ops below
+    # PyTorch (measured 408,204 B): switched off so the folds are what is measured
+    from roam_tvm.frontend import autodiff
+
+    monkeypatch.setattr(autodiff, "recompute_elementwise_in_backward", lambda f: f)
     monkeypatch.setattr(step, "fuse_silu", lambda f: f)
     monkeypatch.setattr(step, "fuse_rms_norm", lambda f: f)
     unfused, _ = _cut_and_pytorch(model, ins, tgs)

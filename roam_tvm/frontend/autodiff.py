@@ -11,6 +11,7 @@ from tvm import relax
 from . import gradients
 from .backward_attention import recompute_attention_in_backward
 from .backward_casts import recompute_upcasts_in_backward
+from .backward_elementwise import recompute_elementwise_in_backward
 from .errors import MissingGradientError
 from .gradient_errors import explain_gradient_failure
 from .norm_grad import share_statistics
@@ -89,4 +90,6 @@ def differentiate(mod: tvm.IRModule, pvars: list,
     # forward's float32 copy alive (autocast), as PyTorch's autograd does
     adjoint = recompute_upcasts_in_backward(adjoint)
     # and redoes attention probabilities from Q and K, which it keeps anyway, as fused SDPA does
-    return recompute_attention_in_backward(adjoint)
+    adjoint = recompute_attention_in_backward(adjoint)
+    # and hardswish's clip(x + 3, 0, 6) from x, which it keeps anyway, as PyTorch's does
+    return recompute_elementwise_in_backward(adjoint)

@@ -20,6 +20,7 @@
 * ``select`` with a negative index (``out[:, -1]``): TVM emits ``take(x, -1, mode="fast")``,
   which reads before the start of the axis (garbage in an RNN classifier's last step). The
   index is taken modulo the axis length.
+* ``elu`` with ``scale`` / ``input_scale`` (SELU, CELU): TVM drops them (convert_elu.py).
 
 """
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 from tvm.relax import op as R
+from .convert_elu import convert_elu
 from .float_promotion import PROMOTING_CONVERTERS
 from .relax_shapes import static_shape as _shape
 
@@ -165,4 +167,6 @@ CONVERTERS = {"index_put.default": _index_put, "index_put_.default": _index_put,
               "clamp.default": _integer_clamp("clamp"),
               "clamp_min.default": _integer_clamp("clamp_min"),
               "clamp_max.default": _integer_clamp("clamp_max"),
+              # SELU's scale, which TVM drops (convert_elu.py)
+              "elu.default": convert_elu,
               **PROMOTING_CONVERTERS}

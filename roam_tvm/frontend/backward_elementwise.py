@@ -1,0 +1,178 @@
+"""The backward redoes cheap elementwise steps from their source instead of keeping their results.
+
+``torch.export`` spells ``hardswish`` as ``x * clip(x + 3, 0, 6) / 6`` (two clips, one per
+bound), ``hardsigmoid`` as ``clip(x + 3, 0, 6) / 6``, ``mish`` as
+``x * tanh(where(x > 20, x, log(exp(x) + 1)))`` and TVM's importer ``elu`` as
+``relu(x) - alpha * relu(1 - exp(x))``. Relax ``Gradient`` keeps every operand its
+gradients read: for hardswish ``x`` and each clip's output, where PyTorch's
+``hardswish_backward`` keeps only ``x``. Likewise ``weight_norm``'s ``||v||`` is
+``sum(abs(v) ** 2) ** 0.5`` once exported, and the power's gradient keeps ``abs(v)``, a
+weight-sized copy of the parameter ``v``.
+
+``recompute_elementwise_in_backward`` finds each forward value computed by elementwise ops
+(below) from a single tensor, its *root*, and one-element constants, with the root's shape.
+A backward binding that reads such a value reads a fresh copy instead, recomputed from the
+root just before it (FuseOps folds it into that binding's kernel), when
+
+* every backward reader of the value is itself elementwise (a matmul or a convolution would
+  need the copy as a tensor: the kept one is as good), and
+* that costs no extra tensor: the root is kept for the backward anyway (read by it
+  directly, or a parameter), or the values so redone from a root take more bytes than it.
+
+The forward's copies then die with their last forward reader. Values are identical: the
+same ops on the same input, in the same order.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Set
+
+import tvm
+import tvm_ffi
+from tvm import relax
+
+from .backward_casts import backward_vars, reads
+from .relax_shapes import scalar_value
+from .relax_walk import bindings
+
+#: ops a value may be redone with (each elementwise, deterministic)
+_STEPS = frozenset({
+    "relax.abs", "relax.negative", "relax.clip", "relax.exp", "relax.log", "relax.tanh",
+    "relax.sigmoid", "relax.sqrt", "relax.rsqrt", "relax.erf", "relax.square",
+    "relax.nn.relu", "relax.add", "relax.subtract", "relax.multiply", "relax.divide",
+    "relax.maximum", "relax.minimum", "relax.power", "relax.greater", "relax.greater_equal",
+    "relax.less", "relax.less_equal", "relax.equal", "relax.not_equal", "relax.logical_and",
+    "relax.logical_or", "relax.logical_not", "relax.where"})
+#: backward readers a fresh copy fuses into (elementwise themselves)
+_READERS = _STEPS | {"relax.zeros_like", "relax.ones_like", "relax.astype"}
+#: at most this many ops redone per value read
+_MAX_OPS = 12
+
+
+def _op(value: relax.Expr) -> str | None:
+    if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
+        return value.op.name
+    return None
+
+
+def _tensor(v: relax.Expr) -> relax.TensorType | None:
+    ty = getattr(v, "ty", None)
+    return ty if isinstance(ty, relax.TensorType) and ty.shape is not None else None
+
+
+def _scalar(arg: relax.Expr) -> bool:
+    """A one-element constant, or an immediate (clip's bounds)."""
+    return scalar_value(arg) is not None or isinstance(getattr(arg, "value", None), (int, float))
+
+
+def _nbytes(v: relax.Var) -> int | None:
+    """Bytes of ``v``; None for a symbolic shape (a dynamic batch or sequence)."""
+    ty = _tensor(v)
+    n = 1
+    for s in ty.shape.values:
+        if not isinstance(getattr(s, "value", None), int):
+            return None
+        n *= int(s.value)
+    return n * max(1, tvm.runtime.DataType(str(ty.dtype)).bits // 8)
+
+
+def _smaller(root: relax.Var, members: List[relax.Var]) -> bool:
+    """The root takes fewer bytes than the members (False when a size is unknown)."""
+    sizes = [_nbytes(v) for v in members]
+    r = _nbytes(root)
+    return r is not None and None not in sizes and r < sum(sizes)
+
+
+def _roots(func: relax.Function, backward: Set[relax.Var]) -> Dict[relax.Var, relax.Var]:
+    """Forward var -> the one tensor it is computed from by ``_STEPS`` (see the docstring)."""
+    root: Dict[relax.Var, relax.Var] = {}
+    size: Dict[relax.Var, int] = {}  # ops redone for a var
+    for b in bindings(func):
+        if b.var in backward:
+            break
+        value = b.value
+        if _op(value) not in _STEPS or _tensor(b.var) is None:
+            continue
+        srcs = [a for a in value.args if isinstance(a, relax.Var)]
+        others = [a for a in value.args if not isinstance(a, relax.Var)]
+        if not srcs or not all(_scalar(o) for o in others):
+            continue
+        found = {root.get(s, s) for s in srcs}
+        if len(found) != 1:
+            continue
+        r = found.pop()
+        if _tensor(r) is None or not tvm_ffi.structural_equal(_tensor(r).shape,
+                                                             _tensor(b.var).shape):
+            continue  # a broadcast: the fresh copy would not be the same tensor
+        n = 1 + sum(size.get(s, 0) for s in set(srcs))
+        if n <= _MAX_OPS:
+            root[b.var], size[b.var] = r, n
+    return root
+
+
+def _to_redo(func: relax.Function, backward: Set[relax.Var],
+             root: Dict[relax.Var, relax.Var]) -> Set[relax.Var]:
+    """The values whose backward reads are worth redoing (see the module docstring)."""
+    read_back: Set[relax.Var] = set()
+    bad: Set[relax.Var] = set()  # read by a backward op a fresh copy does not fuse into
+    for b in bindings(func):
+        if b.var in backward:
+            used = reads(b.value)
+            read_back |= used
+            if _op(b.value) not in _READERS:
+                bad |= used
+    by_root: Dict[relax.Var, List[relax.Var]] = {}
+    for v, r in root.items():
+        if v in read_back and v not in bad:
+            by_root.setdefault(r, []).append(v)
+    params = set(func.params)
+    out: Set[relax.Var] = set()
+    for r, members in by_root.items():
+        if r in read_back or r in params or _smaller(r, members):
+            out |= set(members)
+    return out
+
+
+@relax.expr_functor.mutator
+class _Redo(relax.PyExprMutator):
+    def __init__(self, root, redo, defs, backward):
+        super().__init__()
+        self.root, self.redo, self.defs, self.backward = root, redo, defs, backward
+
+    def _fresh(self, v: relax.Var, made: Dict[relax.Var, relax.Expr]) -> relax.Expr:
+        if v not in self.root:  # the root itself
+            return self.visit_expr(v)
+        if v not in made:
+            value = self.defs[v]
+            args = [self._fresh(a, made) if isinstance(a, relax.Var) else a
+                    for a in value.args]
+            made[v] = self.builder_.emit(relax.Call(value.op, args, value.attrs, value.ty_args),
+                                         name_hint=v.name + "_bwd")
+        return made[v]
+
+    def visit_var_binding_(self, binding: relax.VarBinding) -> None:
+        used = [v for v in reads(binding.value) if v in self.redo] \
+            if binding.var in self.backward else []
+        if not used:
+            super().visit_var_binding_(binding)
+            return
+        made: Dict[relax.Var, relax.Expr] = {}
+        saved = {v: self.get_var_remap(v) for v in used}
+        for v in used:
+            self.set_var_remap(v, self._fresh(v, made))
+        super().visit_var_binding_(binding)
+        for v, old in saved.items():
+            self.set_var_remap(v, old if old is not None else v)
+
+
+def recompute_elementwise_in_backward(func: relax.Function) -> relax.Function:
+    """``func`` (an adjoint) with backward reads of cheap elementwise values redone from
+    their root where that keeps fewer bytes (see the module docstring)."""
+    backward = backward_vars(func)
+    if not backward:
+        return func
+    root = _roots(func, backward)
+    redo = _to_redo(func, backward, root)
+    if not redo:
+        return func
+    defs = {b.var: b.value for b in bindings(func)}
+    return _Redo(root, redo, defs, backward).visit_expr(func)
