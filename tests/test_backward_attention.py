@@ -49,7 +49,8 @@ def _run(mod, args):
 def test_backward_redoes_the_scores_and_softmax_only():
     after = recompute_attention_in_backward(Attention["main"])
     text = after.script()
-    assert "p_bwd: " in text and "s_bwd: " in text and "mask_bwd: " in text
+    assert "p_bwd: " in text and "s_bwd: " in text
+    assert "mask_bwd" not in text and "later_bwd" not in text  # built from constants: kept
     assert "R.nn.softmax(s_bwd" in text
     assert "y_bwd" not in text and "z_bwd" not in text   # P V and after: never redone
     assert text.count("R.matmul(q, k") == 2              # the forward's and the backward's
@@ -84,13 +85,14 @@ def test_a_recipe_that_needs_an_unkept_value_is_not_redone():
 @tvm.script.ir_module
 class ViewFirst:
     """The backward reads a view of P first (``dV``), then P itself (the softmax's gradient);
-    the mask is index arithmetic over a position grid (``take``, ``concat``), as HF builds it."""
+    the mask is index arithmetic (``take``, ``concat``) over positions given as an input, so it
+    is redone, not kept."""
 
     @R.function
     def main(q: R.Tensor((2, 8, 4), "float32"), k: R.Tensor((2, 4, 8), "float32"),
-             v: R.Tensor((8, 4), "float32"), dy: R.Tensor((16, 4), "float32")):
+             v: R.Tensor((8, 4), "float32"), dy: R.Tensor((16, 4), "float32"),
+             pos: R.Tensor((8,), "int64")):
         with R.dataflow():
-            pos = R.arange(0, 8, 1, dtype="int64")
             both = R.concat((pos, pos), axis=0)
             row = R.take(both, R.arange(0, 8, 1, dtype="int64"), axis=0)
             later = R.greater(R.expand_dims(row, axis=[0]), R.expand_dims(row, axis=[1]))
@@ -114,6 +116,7 @@ def test_every_backward_read_uses_the_copy_and_index_masks_are_redone():
     assert text.count("R.nn.softmax(") == 2
     rng = np.random.default_rng(1)
     args = [rng.standard_normal(s).astype("float32") for s in [(2, 8, 4), (2, 4, 8), (8, 4), (16, 4)]]
+    args.append(np.arange(8, dtype="int64")[::-1].copy())
     for got, want in zip(_run(tvm.IRModule({"main": after}), args), _run(ViewFirst, args)):
         np.testing.assert_array_equal(got, want)
 

@@ -82,6 +82,19 @@ def _operands(call: relax.Call) -> list:
     return out
 
 
+def _constant_values(func: relax.Function, backward: Set[relax.Var]) -> Set[relax.Var]:
+    """Forward values computed from constants alone (no function parameter): masks, positions."""
+    params = set(func.params)
+    out: Set[relax.Var] = set()
+    for b in bindings(func):
+        if b.var in backward:
+            break
+        if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op) and all(
+                v in out for v in reads(b.value)) and not (reads(b.value) & params):
+            out.add(b.var)
+    return out
+
+
 def _recomputable(func: relax.Function, backward: Set[relax.Var]) -> Set[relax.Var]:
     """Forward values the backward redoes (module docstring).
 
@@ -94,12 +107,17 @@ def _recomputable(func: relax.Function, backward: Set[relax.Var]) -> Set[relax.V
     params = set(func.params)
     defs: Dict[relax.Var, relax.Call] = {}
     read_in_backward: Set[relax.Var] = set()
+    constant = _constant_values(func, backward)
     for b in bindings(func):
         if b.var in backward:
             read_in_backward |= reads(b.value)
         elif _allowed(b):
             defs[b.var] = b.value
     read_in_backward -= backward
+    # A mask computed from constants alone is kept for the recipes rather than redone: it is
+    # one tensor shared by every layer (at most 1/heads of one P), and redoing its index
+    # arithmetic would add dozens of ops for the order planner to place.
+    read_in_backward |= {v for v in constant if v in defs}
     cands: Set[relax.Var] = set()
 
     def recipe(v: relax.Var, memo: Dict[relax.Var, tuple]) -> tuple[bool, bool, frozenset]:
