@@ -1,0 +1,62 @@
+"""Fifth breadth probe (issue 13): ops a user's model brings that needed converters or
+traceable forms, each at a tiny size in float64: a causal ``nn.Transformer``, CTC loss,
+``grid_sample`` + ``affine_grid`` (a spatial transformer) and ``unfold`` / ``fold``."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+tvm = pytest.importorskip("tvm")
+
+from roam_tvm.frontend import SGD, Adam, from_torch  # noqa: E402
+from test_numerics import compare_step  # noqa: E402
+
+nn = torch.nn
+F = torch.nn.functional
+f64 = torch.float64
+
+
+class CausalSeq2Seq(nn.Module):
+    """``nn.Transformer`` with the causal ``tgt_mask`` of ``generate_square_subsequent_mask``
+    (``full(-inf)`` then ``triu``), built inside forward as the PyTorch tutorials do."""
+
+    def __init__(self, d=8):
+        super().__init__()
+        self.t = nn.Transformer(d, 2, 1, 1, 16, dropout=0.0, batch_first=True)
+        self.out = nn.Linear(d, 5)
+
+    def forward(self, src, tgt):
+        mask = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1], dtype=src.dtype)
+        return self.out(self.t(src, tgt, tgt_mask=mask))
+
+
+def test_transformer_with_causal_tgt_mask_float64():
+    torch.manual_seed(0)
+    m = CausalSeq2Seq().double()
+    src, tgt = torch.randn(2, 3, 8, dtype=f64), torch.randn(2, 4, 8, dtype=f64)
+    y = torch.randint(0, 5, (2, 4))
+    compare_step(m, (src, tgt), (y,), "cross_entropy", Adam(lr=1e-2), dtype="float64")
+
+
+class DecoderOnly(nn.Module):
+    """``nn.TransformerDecoder`` given the mask as an input (``-inf`` above the diagonal)."""
+
+    def __init__(self, d=8):
+        super().__init__()
+        layer = nn.TransformerDecoderLayer(d, 2, 16, dropout=0.0, batch_first=True)
+        self.dec = nn.TransformerDecoder(layer, 2)
+        self.out = nn.Linear(d, 5)
+
+    def forward(self, x, memory, mask):
+        return self.out(self.dec(x, memory, tgt_mask=mask))
+
+
+def test_transformer_decoder_mask_as_input_float64():
+    torch.manual_seed(1)
+    m = DecoderOnly().double()
+    x, mem = torch.randn(2, 4, 8, dtype=f64), torch.randn(2, 3, 8, dtype=f64)
+    mask = nn.Transformer.generate_square_subsequent_mask(4, dtype=f64)
+    y = torch.randint(0, 5, (2, 4))
+    stats = compare_step(m, (x, mem, mask), (y,), "cross_entropy", SGD(lr=1.0), dtype="float64")
+    assert stats["loss"] < 1e-9
