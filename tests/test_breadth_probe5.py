@@ -60,3 +60,28 @@ def test_transformer_decoder_mask_as_input_float64():
     y = torch.randint(0, 5, (2, 4))
     stats = compare_step(m, (x, mem, mask), (y,), "cross_entropy", SGD(lr=1.0), dtype="float64")
     assert stats["loss"] < 1e-9
+
+
+class PatchMixer(nn.Module):
+    """Patches by ``nn.Unfold`` (padding, stride, dilation), mixed by a Linear, put back by
+    ``nn.Fold`` (overlapping windows add up) and classified."""
+
+    def __init__(self, c=2, k=2):
+        super().__init__()
+        self.conv = nn.Conv2d(1, c, 1)
+        self.unfold = nn.Unfold(k, dilation=(1, 2), padding=1, stride=(2, 1))
+        self.mix = nn.Linear(c * k * k, c * k * k)
+        self.fold = nn.Fold((5, 6), k, dilation=(1, 2), padding=1, stride=(2, 1))
+        self.head = nn.Linear(c * 5 * 6, 3)
+
+    def forward(self, x):
+        cols = self.unfold(self.conv(x))  # [N, c*k*k, L]
+        cols = self.mix(cols.transpose(1, 2)).transpose(1, 2)
+        return self.head(torch.tanh(self.fold(cols)).flatten(1))
+
+
+def test_unfold_and_fold_float64():
+    torch.manual_seed(2)
+    m = PatchMixer().double()
+    x = torch.randn(2, 1, 5, 6, dtype=f64)
+    compare_step(m, (x,), (torch.tensor([0, 2]),), "cross_entropy", SGD(lr=1.0), dtype="float64")
