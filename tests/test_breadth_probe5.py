@@ -85,3 +85,47 @@ def test_unfold_and_fold_float64():
     m = PatchMixer().double()
     x = torch.randn(2, 1, 5, 6, dtype=f64)
     compare_step(m, (x,), (torch.tensor([0, 2]),), "cross_entropy", SGD(lr=1.0), dtype="float64")
+
+
+class TinySTN(nn.Module):
+    """A spatial transformer classifier: ``theta`` from a localization net, ``affine_grid``,
+    ``grid_sample`` (its grid reaches past the image, so zero padding matters)."""
+
+    def __init__(self, align_corners, padding_mode="zeros"):
+        super().__init__()
+        self.loc = nn.Sequential(nn.Conv2d(2, 3, 3), nn.ReLU(), nn.Flatten(), nn.Linear(3 * 3 * 4, 6))
+        self.head = nn.Sequential(nn.Conv2d(2, 2, 3, padding=1), nn.Flatten(), nn.Linear(2 * 5 * 6, 3))
+        self.align_corners, self.padding_mode = align_corners, padding_mode
+        with torch.no_grad():  # a zoom-out with some rotation: corners sample outside the image
+            self.loc[-1].bias.copy_(torch.tensor([1.2, 0.3, 0.1, -0.2, 1.3, -0.1]))
+
+    def forward(self, x):
+        theta = self.loc(x).view(-1, 2, 3)
+        grid = F.affine_grid(theta, list(x.shape), align_corners=self.align_corners)
+        y = F.grid_sample(x, grid, padding_mode=self.padding_mode, align_corners=self.align_corners)
+        return self.head(y)
+
+
+@pytest.mark.parametrize("align_corners,padding_mode",
+                         [(True, "zeros"), (False, "zeros"), (False, "border")])
+def test_spatial_transformer_float64(align_corners, padding_mode):
+    torch.manual_seed(3)
+    m = TinySTN(align_corners, padding_mode).double()
+    x = torch.randn(2, 2, 5, 6, dtype=f64)
+    compare_step(m, (x,), (torch.tensor([1, 2]),), "cross_entropy", SGD(lr=1.0), dtype="float64")
+
+
+def test_grid_sample_unsupported_mode_is_named():
+    from roam_tvm.frontend.errors import UnsupportedError
+
+    class Nearest(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = nn.Linear(2, 2)
+
+        def forward(self, x):
+            grid = torch.tanh(self.l(x.permute(0, 2, 3, 1)))
+            return F.grid_sample(x, grid, mode="nearest", align_corners=False).flatten(1)
+
+    with pytest.raises(UnsupportedError, match="mode='nearest'"):
+        from_torch(Nearest(), (torch.randn(2, 2, 3, 3),), (torch.tensor([0, 1]),), quiet=True)
