@@ -129,3 +129,83 @@ def test_grid_sample_unsupported_mode_is_named():
 
     with pytest.raises(UnsupportedError, match="mode='nearest'"):
         from_torch(Nearest(), (torch.randn(2, 2, 3, 3),), (torch.tensor([0, 1]),), quiet=True)
+
+
+class ExpHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(3, 4)
+
+    def forward(self, x):
+        return self.l(x)
+
+
+def test_python_sum_of_a_list_in_the_loss_float64():
+    """``sum(terms)`` starts with ``0 + terms[0]``, which TVM's build turns into a view of
+    ``terms[0]``: the in-place gradient accumulation must not write into it (``exp`` keeps
+    its output for its own backward)."""
+    torch.manual_seed(4)
+    m = ExpHead().double()
+    x = torch.randn(2, 3, dtype=f64)
+
+    def loss(out, y):
+        return sum(torch.exp(out[:, i]) for i in range(3)).mean() + F.cross_entropy(out, y)
+
+    compare_step(m, (x,), (torch.tensor([0, 3]),), loss, SGD(lr=1.0), dtype="float64")
+
+
+class CTCHead(nn.Module):
+    """``[T, N, C]`` log-probabilities, as ``F.ctc_loss`` takes them."""
+
+    def __init__(self, c=5):
+        super().__init__()
+        self.l = nn.Linear(3, c)
+
+    def forward(self, x):
+        return self.l(x).log_softmax(-1)
+
+
+def _ctc_batch():
+    x = torch.randn(6, 3, 3, dtype=f64)  # T=6, N=3
+    targets = torch.tensor([[1, 2, 2], [3, 1, 0], [4, 0, 0]])  # padded; a repeat needs a blank
+    return x, targets, torch.tensor([6, 5, 4]), torch.tensor([3, 2, 1])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_ctc_loss_callable_float64(reduction):
+    torch.manual_seed(5)
+    x, tg, il, tl = _ctc_batch()
+
+    def loss(out, tg, il, tl):
+        return F.ctc_loss(out, tg, il, tl, blank=0, reduction=reduction)
+
+    compare_step(CTCHead().double(), (x,), (tg, il, tl), loss, SGD(lr=1.0), dtype="float64")
+
+
+class CTCInside(nn.Module):
+    """``nn.CTCLoss`` inside the model: forward returns the loss itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = CTCHead()
+        self.ctc = nn.CTCLoss(zero_infinity=True)
+
+    def forward(self, x, tg, il, tl):
+        return self.ctc(self.head(x), tg, il, tl)
+
+
+def test_ctc_loss_module_inside_the_model_float64():
+    torch.manual_seed(6)
+    x, tg, il, tl = _ctc_batch()
+    compare_step(CTCInside().double(), (x, tg, il, tl), (torch.zeros(1),), lambda out, _: out,
+                 Adam(lr=1e-2), dtype="float64")
+
+
+def test_ctc_concatenated_targets_are_refused():
+    from roam_tvm.frontend.errors import UnsupportedError
+
+    x, _, il, tl = _ctc_batch()
+    flat = torch.tensor([1, 2, 2, 3, 1, 4])
+    with pytest.raises(UnsupportedError, match="pass padded targets"):
+        from_torch(CTCHead().double(), (x,), (flat, il, tl), loss=lambda o, *t: F.ctc_loss(o, *t),
+                   quiet=True)

@@ -3,7 +3,7 @@ equivalents while the model and its loss are traced.
 
 Each replacement is written in torch ops the importer and the frontend's gradients handle,
 in its own module: ``F.unfold`` / ``F.fold`` (``unfold_conv``), ``F.grid_sample``
-(``grid_sample``). The swap is scoped to the
+(``grid_sample``), ``F.ctc_loss`` (``ctc_loss``). The swap is scoped to the
 trace: :func:`traceable_functionals` restores PyTorch's functions on exit. Modules
 (``nn.Unfold``, ...) call the functional form, so they are covered too.
 """
@@ -13,10 +13,10 @@ import contextlib
 
 
 def _replacements() -> dict:
-    from . import grid_sample, unfold_conv
+    from . import ctc_loss, grid_sample, unfold_conv
 
     return {"unfold": unfold_conv.unfold, "fold": unfold_conv.fold,
-            "grid_sample": grid_sample.grid_sample}
+            "grid_sample": grid_sample.grid_sample, "ctc_loss": ctc_loss.ctc_loss}
 
 
 @contextlib.contextmanager
