@@ -209,3 +209,25 @@ def test_ctc_concatenated_targets_are_refused():
     with pytest.raises(UnsupportedError, match="pass padded targets"):
         from_torch(CTCHead().double(), (x,), (flat, il, tl), loss=lambda o, *t: F.ctc_loss(o, *t),
                    quiet=True)
+
+
+class StraightThrough(nn.Module):
+    """A straight-through estimator ``x + (round(x) - x).detach()`` and a detached scale."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Linear(3, 4)
+        self.l2 = nn.Linear(4, 3)
+
+    def forward(self, x):
+        h = self.l1(x)
+        q = h + (torch.round(h * 2) / 2 - h).detach()
+        return self.l2(q) / h.abs().max().detach()
+
+
+def test_detach_stops_the_gradient_float64():
+    torch.manual_seed(7)
+    m = StraightThrough().double()
+    x = torch.randn(4, 3, dtype=f64)
+    compare_step(m, (x,), (torch.tensor([0, 2, 1, 1]),), "cross_entropy", SGD(lr=1.0),
+                 dtype="float64")
