@@ -231,3 +231,27 @@ def test_detach_stops_the_gradient_float64():
     x = torch.randn(4, 3, dtype=f64)
     compare_step(m, (x,), (torch.tensor([0, 2, 1, 1]),), "cross_entropy", SGD(lr=1.0),
                  dtype="float64")
+
+
+class GraySTN(nn.Module):
+    """One input channel, then ``.view`` after a conv (the PyTorch STN tutorial's pattern):
+    the sampled image must keep PyTorch's strides for the trace's ``view`` to work."""
+
+    def __init__(self):
+        super().__init__()
+        self.loc = nn.Linear(16, 6)
+        self.conv = nn.Conv2d(1, 2, 3)
+        self.fc = nn.Linear(2 * 2 * 2, 3)
+
+    def forward(self, x):
+        theta = self.loc(x.view(-1, 16)).view(-1, 2, 3)
+        y = F.grid_sample(x, F.affine_grid(theta, x.size(), align_corners=False),
+                          align_corners=False)
+        return self.fc(self.conv(y).view(-1, 8))
+
+
+def test_grid_sample_single_channel_then_view_float64():
+    torch.manual_seed(8)
+    m = GraySTN().double()
+    compare_step(m, (torch.randn(2, 1, 4, 4, dtype=f64),), (torch.tensor([0, 2]),),
+                 "cross_entropy", SGD(lr=1.0), dtype="float64")

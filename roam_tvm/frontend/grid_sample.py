@@ -65,4 +65,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     pixels = input.permute(0, 2, 3, 1).reshape(n * h * w, c)
     taps = pixels[torch.stack(rows)]  # [4, N*Ho*Wo, C]
     out = (taps * torch.stack(weights)).sum(0)  # [N*Ho*Wo, C]
-    return out.reshape(n, ho, wo, c).permute(0, 3, 1, 2)
+    # PyTorch's strides: a channels-last result (which .contiguous() keeps when C == 1) makes
+    # the convolutions after it channels-last too, and a later .view() fails in the trace
+    return out.reshape(n, ho, wo, c).permute(0, 3, 1, 2).clone(
+        memory_format=torch.contiguous_format)
