@@ -255,3 +255,27 @@ def test_grid_sample_single_channel_then_view_float64():
     m = GraySTN().double()
     compare_step(m, (torch.randn(2, 1, 4, 4, dtype=f64),), (torch.tensor([0, 2]),),
                  "cross_entropy", SGD(lr=1.0), dtype="float64")
+
+
+def test_splat_of_an_infinite_constant_builds():
+    """A folded ``-inf`` tensor (a causal mask, CTC's impossible alignments) is filled at run
+    time without ``topi.full``, which fails on an infinite fill."""
+    import numpy as np
+    from tvm import relax
+
+    from roam_tvm.runtime.splat_constants import SplatConstants
+
+    x = relax.Var("x", relax.TensorType((3, 4), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.maximum(x, relax.const(np.full((3, 4), -np.inf, "float32"))))
+            out = bb.emit_output(relax.op.add(y, relax.const(np.full((3, 4), np.inf, "float32"))))
+        bb.emit_func_output(out)
+    target = tvm.target.Target("llvm")
+    with target:
+        mod = SplatConstants()(relax.transform.LegalizeOps()(bb.get()))
+    exe = tvm.compile(mod, target)
+    data = np.arange(12, dtype="float32").reshape(3, 4)
+    got = relax.VirtualMachine(exe, tvm.cpu())["main"](tvm.runtime.tensor(data)).numpy()
+    assert np.all(np.isposinf(got))
