@@ -279,3 +279,34 @@ def test_splat_of_an_infinite_constant_builds():
     data = np.arange(12, dtype="float32").reshape(3, 4)
     got = relax.VirtualMachine(exe, tvm.cpu())["main"](tvm.runtime.tensor(data)).numpy()
     assert np.all(np.isposinf(got))
+
+
+def _simulated(model, inputs, targets, loss):
+    from roam_tvm.report.pytorch_peak import simulate_eager_step
+    from roam_tvm.zoo import ModelSpec, OptimizerConfig
+
+    spec = ModelSpec("probe", model.train(), inputs, targets, loss, OptimizerConfig("adam", 1e-3))
+    return simulate_eager_step(spec)
+
+
+def test_pytorch_simulation_counts_ctc_alpha_and_beta():
+    """PyTorch's CTC keeps ``log_alpha [N, T, 2S+1]`` and makes ``log_beta`` of the same size in
+    its backward: wider padded targets (same lengths) add both to the simulated peak."""
+    torch.manual_seed(9)
+    x, tg, il, tl = _ctc_batch()
+    x = x.float()
+    steps, n = x.shape[0], x.shape[1]
+    peaks = []
+    for pad in (0, 27):
+        wide = torch.cat([tg, torch.zeros(n, pad, dtype=tg.dtype)], dim=1)
+        out = _simulated(CTCHead(), (x,), (wide, il, tl), lambda o, *t: F.ctc_loss(o, *t))
+        assert out["method"] == "simulated", out
+        peaks.append(out["peak_bytes"])
+    assert peaks[1] - peaks[0] >= 2 * n * steps * (2 * 27) * 4, peaks
+
+
+def test_pytorch_simulation_of_a_causal_transformer():
+    torch.manual_seed(10)
+    src, tgt = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
+    out = _simulated(CausalSeq2Seq(), (src, tgt), (torch.randint(0, 5, (2, 4)),), "cross_entropy")
+    assert out["method"] == "simulated" and out["peak_bytes"] > 0, out
