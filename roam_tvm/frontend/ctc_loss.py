@@ -38,7 +38,22 @@ def _lse(*terms):
     for t in terms[1:]:
         top = torch.maximum(top, t)
     top = top.detach()
-    return top + torch.log(sum(torch.exp(t - top) for t in terms))
+    total = torch.exp(terms[0] - top)
+    for t in terms[1:]:
+        total = total + torch.exp(t - top)
+    return top + torch.log(total)
+
+
+def _step(alpha, lp_t, jump, lead):
+    """One step of the recursion: the three candidate states stacked, one log-sum-exp.
+
+    Stacking keeps the ops per time step few (the loop is unrolled ``T`` times)."""
+    import torch
+
+    padded = torch.cat([lead, alpha], dim=1)  # two unreached states before state 0
+    cand = torch.stack([alpha, padded[:, 1:-1], padded[:, :-2] + jump])
+    top = cand.amax(0).detach()
+    return top + torch.log(torch.exp(cand - top).sum(0)) + lp_t
 
 
 def _as_lengths(lengths, n: int, device):
@@ -102,13 +117,16 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0,
     lp_ext = lp.gather(2, ext.unsqueeze(0).expand(steps, n, states))  # [T, N, 2S+1]
     unreached = torch.full_like(lp_ext[0], _UNREACHED)
     jump = torch.where(_jump_allowed(ext, blank), torch.zeros_like(unreached), unreached)
+    # one split into time steps (not lp_ext[t] per step: the gradient of each such take is a
+    # zero [T, N, 2S+1] tensor with one row filled, T of them)
+    lp_rows = lp_ext.unbind(0)
+    running = (torch.arange(steps, device=lp.device).unsqueeze(1) < in_len).unsqueeze(2)
+    running_rows = running.unbind(0)  # [N, 1] each: sequence n still has input at step t
     first = torch.arange(states, device=lp.device) < 2
-    alpha = torch.where(first, lp_ext[0], unreached)
+    alpha = torch.where(first, lp_rows[0], unreached)
+    lead = unreached[:, :2]
     for t in range(1, steps):
-        from_1 = torch.cat([unreached[:, :1], alpha[:, :-1]], dim=1)
-        from_2 = torch.cat([unreached[:, :2], alpha[:, :-2]], dim=1) + jump
-        new = _lse(alpha, from_1, from_2) + lp_ext[t]
-        alpha = torch.where((t < in_len).unsqueeze(1), new, alpha)
+        alpha = torch.where(running_rows[t], _step(alpha, lp_rows[t], jump, lead), alpha)
     last_blank = alpha.gather(1, (2 * tg_len).unsqueeze(1)).squeeze(1)
     last_label = alpha.gather(1, (2 * tg_len - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
     last_label = torch.where(tg_len > 0, last_label, torch.full_like(last_label, _UNREACHED))
