@@ -310,3 +310,24 @@ def test_pytorch_simulation_of_a_causal_transformer():
     src, tgt = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
     out = _simulated(CausalSeq2Seq(), (src, tgt), (torch.randint(0, 5, (2, 4)),), "cross_entropy")
     assert out["method"] == "simulated" and out["peak_bytes"] > 0, out
+
+
+def test_traced_forms_keep_pytorchs_autocast_dtypes():
+    """Under autocast PyTorch runs im2col / col2im in the input's dtype and grid_sampler in
+    float32; the traced forms (a conv, arithmetic) must not round to bf16 instead."""
+    from roam_tvm.frontend.traceable_ops import traceable_functionals
+
+    x, g = torch.randn(2, 3, 5, 6), torch.rand(2, 4, 4, 2) * 2 - 1
+
+    def dtypes():
+        cols = F.unfold(x, 2)
+        return (cols.dtype, F.fold(cols, (5, 6), 2).dtype,
+                F.grid_sample(x.bfloat16(), g.bfloat16(), align_corners=False).dtype)
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = dtypes()
+        with traceable_functionals():
+            assert dtypes() == expected
+    ts = from_torch(PatchMixer(), (torch.randn(2, 1, 5, 6),), (torch.tensor([0, 2]),),
+                    precision="bf16-amp", quiet=True)
+    assert ts.param_names

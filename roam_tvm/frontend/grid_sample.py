@@ -44,6 +44,8 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
             "only 4-D input with mode='bilinear' and padding_mode 'zeros' or 'border' is supported; "
             "use those settings, or write the sampling in the model with gather and arithmetic")
     align = bool(align_corners)
+    if torch.is_autocast_enabled(input.device.type):  # autocast runs grid_sampler in float32
+        input, grid = input.float(), grid.float()
     n, c, h, w = input.shape
     ho, wo = grid.shape[1], grid.shape[2]
     ix = _pixel(grid[..., 0], w, align)  # [N, Ho, Wo]

@@ -27,6 +27,14 @@ def _one_hot_kernel(channels: int, kh: int, kw: int, like):
     return eye.repeat(channels, 1, 1, 1)
 
 
+def _no_autocast(x):
+    """Autocast off around the convolutions: PyTorch's im2col / col2im keep the input's dtype
+    (autocast lists neither), where an autocast conv2d would round to bf16/fp16."""
+    import torch
+
+    return torch.autocast(device_type=x.device.type, enabled=False)
+
+
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """``F.unfold`` as a grouped ``conv2d`` (see the module docstring)."""
     import torch.nn.functional as F
@@ -35,8 +43,9 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     batched = input.dim() == 4
     x = input if batched else input.unsqueeze(0)
     w = _one_hot_kernel(x.shape[1], kh, kw, x)
-    y = F.conv2d(x, w, stride=_pair(stride), padding=_pair(padding), dilation=_pair(dilation),
-                 groups=x.shape[1])
+    with _no_autocast(x):
+        y = F.conv2d(x, w, stride=_pair(stride), padding=_pair(padding),
+                     dilation=_pair(dilation), groups=x.shape[1])
     y = y.flatten(2)
     return y if batched else y.squeeze(0)
 
@@ -56,7 +65,8 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     # the rows and columns past the last window's reach (output_padding < stride)
     extra = (oh - ((bh - 1) * sh - 2 * ph + dh * (kh - 1) + 1),
              ow - ((bw - 1) * sw - 2 * pw + dw * (kw - 1) + 1))
-    y = F.conv_transpose2d(x, _one_hot_kernel(channels, kh, kw, x), stride=(sh, sw),
-                           padding=(ph, pw), output_padding=extra, groups=channels,
-                           dilation=(dh, dw))
+    with _no_autocast(x):
+        y = F.conv_transpose2d(x, _one_hot_kernel(channels, kh, kw, x), stride=(sh, sw),
+                               padding=(ph, pw), output_padding=extra, groups=channels,
+                               dilation=(dh, dw))
     return y if batched else y.squeeze(0)
