@@ -197,8 +197,9 @@ class CTCInside(nn.Module):
 def test_ctc_loss_module_inside_the_model_float64():
     torch.manual_seed(6)
     x, tg, il, tl = _ctc_batch()
-    compare_step(CTCInside().double(), (x, tg, il, tl), (torch.zeros(1),), lambda out, _: out,
-                 Adam(lr=1e-2), dtype="float64")
+    # no targets: the model returns its loss, the loss callable passes it on
+    compare_step(CTCInside().double(), (x, tg, il, tl), (), lambda out: out, Adam(lr=1e-2),
+                 dtype="float64")
 
 
 def test_ctc_concatenated_targets_are_refused():
@@ -331,3 +332,33 @@ def test_traced_forms_keep_pytorchs_autocast_dtypes():
     ts = from_torch(PatchMixer(), (torch.randn(2, 1, 5, 6),), (torch.tensor([0, 2]),),
                     precision="bf16-amp", quiet=True)
     assert ts.param_names
+
+
+_FACTORY = """
+import torch
+from test_breadth_probe5 import CTCInside, _ctc_batch
+
+def with_loss():
+    x, tg, il, tl = _ctc_batch()
+    return CTCInside().double(), (x, tg, il, tl), (), lambda out: out
+
+def without_loss():
+    x, tg, il, tl = _ctc_batch()
+    return CTCInside().double(), (x, tg, il, tl), ()
+"""
+
+
+def test_factory_without_targets_needs_a_loss_callable(tmp_path, monkeypatch):
+    """A factory whose model returns its own loss gives no targets and a loss callable; with no
+    callable, empty targets stay an error that names the way out."""
+    import os
+
+    from roam_tvm.zoo.factory import ZooError, load_factory
+
+    monkeypatch.syspath_prepend(os.path.dirname(__file__))
+    path = tmp_path / "own_loss.py"
+    path.write_text(_FACTORY)
+    spec = load_factory(f"{path}:with_loss")
+    assert spec.targets == () and spec.config["target_shapes"] == []
+    with pytest.raises(ZooError, match="loss=lambda out: out"):
+        load_factory(f"{path}:without_loss")
