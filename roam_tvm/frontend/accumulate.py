@@ -26,13 +26,15 @@ link of such a chain may then write into the fresh result of the call before it.
 A link is rewritten only when it is safe to write into its accumulator: the accumulator is
 the result of the previous add of the chain (so a fresh tensor, not a parameter or a view),
 read by nothing else, and accumulator, contribution and sum have one static shape and dtype
-(no broadcasting), and it depends on the function's inputs (what is computed from constants
+(no broadcasting; an add of a constant 0 is not fresh: see ``_adds_zero``), and it
+depends on the function's inputs (what is computed from constants
 alone becomes a constant in FoldConstant, and a constant is never written).
 """
 from __future__ import annotations
 
 from typing import Dict, Optional, Set, Tuple
 
+import numpy as np
 import tvm
 from tvm import relax
 
@@ -121,11 +123,19 @@ Accumulation = Tuple[int, Optional[Tuple[relax.Expr, Tuple[int, ...]]],
                      Optional[Tuple[str, relax.Expr, relax.Expr]]]
 
 
+def _adds_zero(value) -> bool:
+    """``x + 0`` (``sum()`` of a list of tensors starts with ``0 + t``): TVM's build turns its
+    kernel, an identity once simplified, into a ``reshape`` view of ``x``, so the result is
+    ``x`` itself, not a fresh tensor, and writing into it in place would change ``x``."""
+    return _is_add(value) and any(
+        isinstance(a, tvm.ir.Constant) and not np.any(a.value.numpy()) for a in value.args)
+
+
 def _fresh(value) -> bool:
     """A call whose result is a new tensor: ``call_tir`` (not in place) or a matmul."""
     if not isinstance(value, relax.Call) or not isinstance(value.op, tvm.ir.Op):
         return False
-    return value.op.name in ("relax.call_tir", "relax.matmul", _ADD)
+    return value.op.name in ("relax.call_tir", "relax.matmul", _ADD) and not _adds_zero(value)
 
 
 def find_accumulations(func: relax.Function,
@@ -145,7 +155,7 @@ def find_accumulations(func: relax.Function,
         for b in block.bindings:
             if not isinstance(b, relax.VarBinding):
                 continue
-            if _is_add(b.value):
+            if _is_add(b.value) and not _adds_zero(b.value):
                 adds[b.var] = b.value
             elif _zero_pad_offsets(b.value) is not None:
                 pads[b.var] = _zero_pad_offsets(b.value)

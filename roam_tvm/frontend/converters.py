@@ -17,6 +17,8 @@
 * ``clamp`` of an integer tensor with one bound: only that bound (TVM fills the other with an
   infinity that cannot be cast to an integer).
 * ``topk`` with ``sorted=False``: the sorted result (a valid unsorted one).
+* ``detach``: a stop-gradient (``detach``).
+* ``full`` / ``full_like`` with an infinite fill (a causal mask): see ``full_nonfinite``.
 * ``select`` with a negative index (``out[:, -1]``): TVM emits ``take(x, -1, mode="fast")``,
   which reads before the start of the axis (garbage in an RNN classifier's last step). The
   index is taken modulo the axis length.
@@ -31,6 +33,8 @@ from tvm import relax
 from tvm.relax import op as R
 from .convert_elu import convert_elu
 from .float_promotion import PROMOTING_CONVERTERS
+from .detach import convert_detach
+from .full_nonfinite import convert_full, convert_full_like
 from .relax_shapes import static_shape as _shape
 
 
@@ -163,7 +167,8 @@ def _topk(node, importer):
 CONVERTERS = {"index_put.default": _index_put, "index_put_.default": _index_put,
               "select.int": _select, "scatter_add.default": _scatter_add,
               "amax.default": _reduce_extreme(R.max), "amin.default": _reduce_extreme(R.min),
-              "topk.default": _topk,
+              "topk.default": _topk, "full.default": convert_full,
+              "full_like.default": convert_full_like, "detach.default": convert_detach,
               "clamp.default": _integer_clamp("clamp"),
               "clamp_min.default": _integer_clamp("clamp_min"),
               "clamp_max.default": _integer_clamp("clamp_max"),

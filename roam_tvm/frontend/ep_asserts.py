@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Tuple
 
+from .detach import decompositions_keeping_detach
+
 
 def _assert_targets():
     import torch
@@ -48,7 +50,7 @@ def decompose_without_asserts(ep) -> Tuple[object, bool]:
     """
     if _has_sparse(ep):
         return ep, False
-    ep = ep.run_decompositions()
+    ep = ep.run_decompositions(decompositions_keeping_detach())  # see detach.py
     graph = ep.graph_module.graph
     targets = _assert_targets()
     asserts = [n for n in graph.nodes if n.op == "call_function" and n.target in targets]

@@ -31,6 +31,11 @@ def _as_tuple(tensors) -> tuple:
     return (tensors,) if isinstance(tensors, torch.Tensor) else tuple(tensors)
 
 
+def _target_names(n: int) -> list:
+    """``target``, ``target_1``, ...; none for a model that returns its own loss (no targets)."""
+    return (["target"] + [f"target_{i}" for i in range(1, n)]) if n else []
+
+
 def from_torch(model, example_inputs, targets, loss="cross_entropy",
                optimizer: Optimizer | None = None, keep_params: bool = True,
                quiet: bool | None = None, dynamic_shapes=None, precise_reductions: bool = True,
@@ -117,7 +122,7 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy",
     if keep_params and not meta:
         values, bufs = initial_arrays(model, params, param_names + frozen_names, names.bn_specs)
     ts = build_train_step(func, input_names=input_names(model, len(example_inputs)),
-                          target_names=["target"] + [f"target_{i}" for i in range(1, len(targets))],
+                          target_names=_target_names(len(targets)),
                           param_names=param_names, frozen_names=frozen_names,
                           optimizer=unscaling(optimizer, scale), bn_specs=names.bn_specs,
                           param_values=values, buffer_values=bufs, meta=meta or not keep_params,

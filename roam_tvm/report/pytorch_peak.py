@@ -187,7 +187,9 @@ def _run_step(wrapped, args, opt, marks: Optional[dict] = None, rec: Optional[_R
 
 def simulate_eager_step(spec, foreach: bool = False) -> Dict[str, Any]:
     """Simulated peak of the eager step (see the module docstring). Works on meta models (GPT2-XL)."""
+    from roam_tvm.frontend.causal_mask import mask_hint_from_caller
     from roam_tvm.frontend.hf_experts import exportable_experts
+    from roam_tvm.report.eager_ctc import eager_ctc_sizes
     from roam_tvm.frontend.noop_casts import noop_module_casts
     from roam_tvm.zoo import LossWrapper, torch_optimizer
 
@@ -208,7 +210,10 @@ def simulate_eager_step(spec, foreach: bool = False) -> Dict[str, Any]:
     # HF MoE layers run the experts form the step is imported with ("batched_mm"): the default
     # grouped_mm has no float32 fake-tensor kernel, and the eager loop depends on the data
     # as in the export: a module cast to its own dtype in forward (HF Switch's router) is a no-op
-    with fake_mode, rec, exportable_experts(model), noop_module_casts():
+    # nn.Transformer's check that a mask is causal reads its values, which fake tensors lack: the
+    # mask is applied as given (as in the export). CTC runs as its kernel's allocations.
+    with fake_mode, rec, exportable_experts(model), noop_module_casts(), mask_hint_from_caller(), \
+            eager_ctc_sizes():
         _run_step(wrapped, args, opt)  # warm-up (not recorded): creates the optimizer states
         persistent_tensors = {
             "params": list(model.parameters()),

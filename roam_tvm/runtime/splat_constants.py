@@ -8,7 +8,8 @@ scatter-shaped gradient starts from, then costs its size for the whole training 
 where PyTorch allocates it, uses it and frees it.
 
 ``SplatConstants`` turns every constant whose elements are all equal (and which has at
-least ``min_elements`` of them) back into ``R.full``, legalized on the spot. The fill is
+least ``min_elements`` of them) back into ``R.full`` (``broadcast_to`` of the scalar for an
+infinite fill, a causal mask's ``-inf``), legalized on the spot. The fill is
 then an ordinary intermediate with a lifetime (and ``FuseOps`` may fuse it into its
 reader, so it is never stored). Other constants (weights, ``arange`` tables) are left
 alone. (``arange`` tables filled by a kernel of their own made FuseTIR fail on the tiny
@@ -49,7 +50,12 @@ class _Splatter(PyExprMutator):
         self.changed += 1
         dtype = str(op.value.dtype)
         fill = relax.const(value.item(), dtype)
-        return relax.op.full(relax.ShapeExpr(list(op.value.shape)), fill, dtype)
+        shape = relax.ShapeExpr(list(op.value.shape))
+        if np.issubdtype(type(value), np.floating) and not np.isfinite(value):
+            # TVM 0.27's topi.full fails on an infinite fill ("argument of type 'PrimType' is
+            # not iterable"); broadcasting the scalar is the same tensor
+            return relax.op.broadcast_to(fill, shape)
+        return relax.op.full(shape, fill, dtype)
 
 
 @tvm.transform.module_pass(opt_level=0, name="SplatConstants")

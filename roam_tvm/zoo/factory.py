@@ -62,7 +62,7 @@ def _unpack(result: Any, ref: str) -> Dict[str, Any]:
                    f"{', '.join(DICT_KEYS)}; got {got}")
 
 
-def _tensors(value: Any, what: str, ref: str) -> Tuple[torch.Tensor, ...]:
+def _tensors(value: Any, what: str, ref: str, empty_ok: bool = False) -> Tuple[torch.Tensor, ...]:
     items = (value,) if isinstance(value, torch.Tensor) else value
     if not isinstance(items, (tuple, list)):
         raise ZooError(f"{ref}: {what} must be a tensor or a tuple of tensors, got {type(value).__name__}")
@@ -71,8 +71,10 @@ def _tensors(value: Any, what: str, ref: str) -> Tuple[torch.Tensor, ...]:
             hint = " (tokenize text into integer id tensors first)" if isinstance(t, str) else ""
             raise ZooError(f"{ref}: {what}[{i}] is a {type(t).__name__} ({str(t)[:40]!r}), expected a "
                            f"torch.Tensor{hint}")
-    if not items:
-        raise ZooError(f"{ref}: {what} is empty; at least one tensor is needed")
+    if not items and not empty_ok:
+        raise ZooError(f"{ref}: {what} is empty; at least one tensor is needed" + (
+            " (a model that returns its own loss takes no targets with a loss callable, e.g. "
+            "loss=lambda out: out)" if what == "targets" else ""))
     return tuple(items)
 
 
@@ -133,8 +135,9 @@ def load_factory(ref: str, loss: Optional[str] = None, optimizer: Optional[Optim
     if not isinstance(model, torch.nn.Module):
         raise ZooError(f"{ref}: the model must be a torch.nn.Module, got {type(model).__name__}")
     inputs = _tensors(got["example_inputs"], "example_inputs", ref)
-    targets = _tensors(got["targets"], "targets", ref)
     loss = loss or got.get("loss")
+    # no targets: the model returns its own loss (targets among its inputs), read by a loss callable
+    targets = _tensors(got["targets"], "targets", ref, empty_ok=callable(loss))
     if loss is None:
         loss = "mse" if targets[0].is_floating_point() else "cross_entropy"
     if not callable(loss) and loss not in LOSSES:
