@@ -20,6 +20,8 @@
 * ``select`` with a negative index (``out[:, -1]``): TVM emits ``take(x, -1, mode="fast")``,
   which reads before the start of the axis (garbage in an RNN classifier's last step). The
   index is taken modulo the axis length.
+* ``embedding`` with ``padding_idx``: TVM drops it, so the padding row was trained
+  (``embedding.py``).
 
 """
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 from tvm.relax import op as R
+from .embedding import CONVERTERS as EMBEDDING_CONVERTERS
 from .float_promotion import PROMOTING_CONVERTERS
 from .relax_shapes import static_shape as _shape
 
@@ -165,4 +168,4 @@ CONVERTERS = {"index_put.default": _index_put, "index_put_.default": _index_put,
               "clamp.default": _integer_clamp("clamp"),
               "clamp_min.default": _integer_clamp("clamp_min"),
               "clamp_max.default": _integer_clamp("clamp_max"),
-              **PROMOTING_CONVERTERS}
+              **EMBEDDING_CONVERTERS, **PROMOTING_CONVERTERS}

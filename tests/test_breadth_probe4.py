@@ -1,0 +1,37 @@
+"""Fourth breadth probe (issue 13): embeddings and indexing a user's model brings, each at a
+tiny size in float64 against PyTorch's step."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+tvm = pytest.importorskip("tvm")
+
+from roam_tvm.frontend import SGD, Adam, from_torch  # noqa: E402
+from test_numerics import compare_step  # noqa: E402
+
+
+class PaddedBag(torch.nn.Module):
+    """``Embedding(padding_idx=k)`` then a mean over the sequence and a classifier."""
+
+    def __init__(self, pad=2):
+        super().__init__()
+        self.e = torch.nn.Embedding(6, 3, padding_idx=pad)
+        self.l = torch.nn.Linear(3, 2)
+        with torch.no_grad():  # a nonzero padding row: an update of it would show
+            self.e.weight[pad] = torch.tensor([0.5, -1.0, 2.0])
+
+    def forward(self, x):
+        return self.l(self.e(x).mean(1))
+
+
+@pytest.mark.parametrize("opt", [SGD(lr=1.0), Adam(lr=0.1)], ids=["sgd", "adam"])
+def test_embedding_padding_row_gets_no_gradient_float64(opt):
+    torch.manual_seed(0)
+    m = PaddedBag().double()
+    x = torch.tensor([[2, 1, 0], [3, 2, 2]])  # the padding index appears in both rows
+    y = torch.tensor([0, 1])
+    ts = from_torch(m, (x,), (y,), loss="cross_entropy", optimizer=opt, quiet=True)
+    stats = compare_step(m, (x,), (y,), "cross_entropy", opt, dtype="float64", ts=ts)
+    assert stats["zero_grad"].get("e.weight", 0) >= 3  # the padding row, untouched
