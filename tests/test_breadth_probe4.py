@@ -35,3 +35,32 @@ def test_embedding_padding_row_gets_no_gradient_float64(opt):
     ts = from_torch(m, (x,), (y,), loss="cross_entropy", optimizer=opt, quiet=True)
     stats = compare_step(m, (x,), (y,), "cross_entropy", opt, dtype="float64", ts=ts)
     assert stats["zero_grad"].get("e.weight", 0) >= 3  # the padding row, untouched
+
+
+class PackedLSTM(torch.nn.Module):
+    """The usual variable-length recipe: pack, run the RNN, unpack."""
+
+    def __init__(self, cell=torch.nn.LSTM):
+        super().__init__()
+        self.rnn = cell(3, 4, batch_first=True)
+        self.l = torch.nn.Linear(4, 2)
+
+    def forward(self, x, lengths):
+        p = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True,
+                                                    enforce_sorted=False)
+        out, _ = self.rnn(p)
+        out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True)
+        return self.l(out[:, 0])
+
+
+@pytest.mark.parametrize("cell", [torch.nn.LSTM, torch.nn.GRU], ids=["lstm", "gru"])
+def test_packed_sequence_is_refused_with_the_way_out(cell):
+    from roam_tvm.frontend.errors import UnsupportedError
+
+    args = (torch.randn(2, 5, 3), torch.tensor([5, 3]))
+    with pytest.raises(UnsupportedError) as info:
+        from_torch(PackedLSTM(cell), args, (torch.tensor([0, 1]),), quiet=True)
+    msg = str(info.value)
+    assert "PackedSequence" in msg and "pad" in msg and "mask" in msg, msg
+    # the patch is scoped to the trace: packing works again afterwards
+    torch.nn.utils.rnn.pack_padded_sequence(*args, batch_first=True, enforce_sorted=False)

@@ -9,6 +9,7 @@ from .amp import autocast
 from .errors import FrontendError, TraceError, UnsupportedError
 from .hf_experts import exportable_experts
 from .noop_casts import noop_module_casts
+from .packed_sequence import refuse_packed_sequences
 
 
 def first_output(out: Any):
@@ -133,7 +134,8 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
     # one spec per input, then per target; the wrapper takes *args
     ds = (tuple(dynamic_shapes),) if dynamic_shapes is not None else None
     try:
-        with warnings.catch_warnings(), exportable_experts(model), noop_module_casts():
+        with warnings.catch_warnings(), exportable_experts(model), noop_module_casts(), \
+                refuse_packed_sequences():
             warnings.simplefilter("ignore")
             return torch.export.export(wrapped, example_inputs + targets, strict=False,
                                        dynamic_shapes=ds)
