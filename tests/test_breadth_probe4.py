@@ -64,3 +64,37 @@ def test_packed_sequence_is_refused_with_the_way_out(cell):
     assert "PackedSequence" in msg and "pad" in msg and "mask" in msg, msg
     # the patch is scoped to the trace: packing works again afterwards
     torch.nn.utils.rnn.pack_padded_sequence(*args, batch_first=True, enforce_sorted=False)
+
+
+class Gathers(torch.nn.Module):
+    """Advanced indexing of an activation with two index tensors (or one after a slice)."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+        self.l1 = torch.nn.Linear(3, 4)
+        self.l2 = torch.nn.Linear(4, 2)
+
+    def forward(self, x, i, j):
+        h = self.l1(x)
+        g = {"I,J": lambda: h[i, j], ":,I": lambda: h[:, i], ":,I,J": lambda: h[:, i, j],
+             "I,:,J": lambda: h[i, :, j]}[self.kind]()
+        return self.l2(g.reshape(g.shape[0], -1, 4).sum(1))
+
+
+_CASES = {  # x shape, I, J: with negative entries (PyTorch counts them from the end)
+    "I,J": ((3, 5, 3), [[0, 1], [2, -1]], [[4, 0], [-1, -5]]),  # (batch, position) pairs
+    ":,I": ((3, 5, 3), [0, -1, 4], [0]),
+    ":,I,J": ((3, 5, 6, 3), [0, 4, -1, 1], [5, 0, -1, 2]),  # zipped, not an outer product
+    "I,:,J": ((3, 5, 6, 3), [0, 2, -1], [5, 0, -1]),  # index dims first, then the slice
+}
+
+
+@pytest.mark.parametrize("kind", list(_CASES))
+def test_advanced_indexing_with_negative_indices_float64(kind):
+    torch.manual_seed(0)
+    shape, i, j = _CASES[kind]
+    m = Gathers(kind).double()
+    args = (torch.randn(*shape, dtype=torch.float64), torch.tensor(i), torch.tensor(j))
+    y = torch.zeros(m(*args).shape[0], dtype=torch.long)
+    compare_step(m, args, (y,), "cross_entropy", SGD(lr=1.0), dtype="float64")

@@ -22,6 +22,8 @@
   index is taken modulo the axis length.
 * ``embedding`` with ``padding_idx``: TVM drops it, so the padding row was trained
   (``embedding.py``).
+* ``index.Tensor`` (``x[I, J]``, ``x[:, I, J]``): negative indices wrapped, index tensors
+  zipped as in PyTorch, and a gradient (``advanced_index.py``).
 
 """
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 from tvm.relax import op as R
+from .advanced_index import CONVERTERS as INDEX_CONVERTERS
 from .embedding import CONVERTERS as EMBEDDING_CONVERTERS
 from .float_promotion import PROMOTING_CONVERTERS
 from .relax_shapes import static_shape as _shape
@@ -168,4 +171,4 @@ CONVERTERS = {"index_put.default": _index_put, "index_put_.default": _index_put,
               "clamp.default": _integer_clamp("clamp"),
               "clamp_min.default": _integer_clamp("clamp_min"),
               "clamp_max.default": _integer_clamp("clamp_max"),
-              **EMBEDDING_CONVERTERS, **PROMOTING_CONVERTERS}
+              **EMBEDDING_CONVERTERS, **INDEX_CONVERTERS, **PROMOTING_CONVERTERS}

@@ -10,6 +10,8 @@ arguments never get a gradient (``no_grad``).
 * ``relax.scatter_nd(data, indices, updates)`` (``index_add`` / ``x[idx] = v``, see
   ``converters.py``): the same, by ``gather_nd``; what the backward keeps is the
   ``(..., k)`` index, as PyTorch's ``index_add`` backward keeps ``idx``.
+* ``relax.gather_nd(data, indices)`` (``x[I, J]``, see ``advanced_index.py``): the output
+  gradient scatter-added into zeros at the indices (PyTorch's ``index`` backward).
 * ``relax.scatter_elements(data, indices, updates)``: the same, by ``gather_elements``.
 * ``relax.gather_elements(data, indices, axis)``: the output gradient scatter-added into
   zeros. Where ``indices`` picks one element per row of ``axis`` (the class a
@@ -61,6 +63,16 @@ def _scatter_nd_grad(orig_var, orig_call, output_grad, ctx):
         zeros = R.zeros(updates.ty.shape, updates.ty.dtype)
         d_data = R.scatter_nd(output_grad, indices, zeros, "update")
     return [d_data, no_grad(indices), d_updates]
+
+
+def _gather_nd_grad(orig_var, orig_call, output_grad, ctx):
+    data, indices = orig_call.args
+    if int(orig_call.attrs.batch_dims) != 0:
+        raise UnsupportedError("the gradient of relax.gather_nd is known for batch_dims=0 "
+                               "(x[I, J] indexing), not batch_dims="
+                               f"{int(orig_call.attrs.batch_dims)}")
+    zeros = R.zeros(data.ty.shape, data.ty.dtype)
+    return [R.scatter_nd(zeros, indices, output_grad, "add"), no_grad(indices)]
 
 
 def _scatter_elements_grad(orig_var, orig_call, output_grad, ctx):
@@ -125,6 +137,7 @@ GRADS = {
     "relax.index_put": _index_put_grad,
     "relax.scatter_nd": _scatter_nd_grad,
     "relax.scatter_elements": _scatter_elements_grad,
+    "relax.gather_nd": _gather_nd_grad,
     "relax.topk": _topk_grad,
     "relax.gather_elements": _gather_elements_grad,
 }
