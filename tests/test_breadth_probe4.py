@@ -98,3 +98,39 @@ def test_advanced_indexing_with_negative_indices_float64(kind):
     args = (torch.randn(*shape, dtype=torch.float64), torch.tensor(i), torch.tensor(j))
     y = torch.zeros(m(*args).shape[0], dtype=torch.long)
     compare_step(m, args, (y,), "cross_entropy", SGD(lr=1.0), dtype="float64")
+
+
+class Bag(torch.nn.Module):
+    """``nn.EmbeddingBag`` then a classifier (fastText's shape)."""
+
+    def __init__(self, mode, pad=None, last=False):
+        super().__init__()
+        self.e = torch.nn.EmbeddingBag(7, 3, mode=mode, padding_idx=pad, include_last_offset=last)
+        self.l = torch.nn.Linear(3, 2)
+
+    def forward(self, x, offsets=None, weights=None):
+        return self.l(self.e(x, offsets, per_sample_weights=weights))
+
+
+_IDX = [1, 2, 3, 2, 0, 5, 5, 6]
+_BAGS = {  # name: (mode, padding_idx, include_last_offset, inputs)
+    "sum_empty_bag": ("sum", None, False, (_IDX, [0, 3, 3, 5])),
+    "sum_last_offset": ("sum", None, True, (_IDX, [0, 3, 5, 8])),
+    "sum_weighted": ("sum", None, False, (_IDX, [0, 3, 5], "w")),
+    "mean_padding": ("mean", 2, False, (_IDX, [0, 3, 4, 5])),
+    "mean_2d_padding_only_bag": ("mean", 2, False, ([[1, 2, 2], [2, 2, 2]],)),
+    "max_2d_ties": ("max", None, False, ([[1, 2, 2], [0, 5, 6]],)),
+    "max_padding": ("max", 2, False, (_IDX, [0, 3, 4, 5])),
+}
+
+
+@pytest.mark.parametrize("name", list(_BAGS))
+@pytest.mark.parametrize("opt", [SGD(lr=1.0), Adam(lr=0.1)], ids=["sgd", "adam"])
+def test_embedding_bag_float64(name, opt):
+    mode, pad, last, raw = _BAGS[name]
+    torch.manual_seed(0)
+    m = Bag(mode, pad, last).double()
+    args = tuple(torch.rand(len(_IDX), dtype=torch.float64) if a == "w" else torch.tensor(a)
+                 for a in raw)
+    y = torch.zeros(m(*args).shape[0], dtype=torch.long)
+    compare_step(m, args, (y,), "cross_entropy", opt, dtype="float64")

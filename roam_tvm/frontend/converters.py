@@ -22,6 +22,7 @@
   index is taken modulo the axis length.
 * ``embedding`` with ``padding_idx``: TVM drops it, so the padding row was trained
   (``embedding.py``).
+* ``_embedding_bag`` (``nn.EmbeddingBag``; no converter in TVM 0.27): ``embedding_bag.py``.
 * ``index.Tensor`` (``x[I, J]``, ``x[:, I, J]``): negative indices wrapped, index tensors
   zipped as in PyTorch, and a gradient (``advanced_index.py``).
 
@@ -34,6 +35,7 @@ from tvm import relax
 from tvm.relax import op as R
 from .advanced_index import CONVERTERS as INDEX_CONVERTERS
 from .embedding import CONVERTERS as EMBEDDING_CONVERTERS
+from .embedding_bag import CONVERTERS as BAG_CONVERTERS
 from .float_promotion import PROMOTING_CONVERTERS
 from .relax_shapes import static_shape as _shape
 
@@ -171,4 +173,5 @@ CONVERTERS = {"index_put.default": _index_put, "index_put_.default": _index_put,
               "clamp.default": _integer_clamp("clamp"),
               "clamp_min.default": _integer_clamp("clamp_min"),
               "clamp_max.default": _integer_clamp("clamp_max"),
-              **EMBEDDING_CONVERTERS, **INDEX_CONVERTERS, **PROMOTING_CONVERTERS}
+              **EMBEDDING_CONVERTERS, **BAG_CONVERTERS,
+              **INDEX_CONVERTERS, **PROMOTING_CONVERTERS}
