@@ -136,13 +136,16 @@ def _ragged_bags(bb, weight, indices, offsets, pad, mode, psw, bags):
 def _first_max(bb, rows, keep, bag, bags):
     """``(N, D)`` bool: is this position its bag's first maximum in that column (detached)."""
     n, dim = (int(d) for d in rows.ty.shape.values)
-    dtype = str(rows.ty.dtype)
-    low = relax.const(float("-inf"), dtype)
     plain = bb.emit(no_grad(rows))
-    if keep is not None:  # padding never wins
+    # the smallest row value stands for "nothing" (padding, and the start of every bag):
+    # an infinite constant would be folded into a splat fill TVM 0.27 cannot legalize
+    low = bb.emit(R.min(plain))
+    if keep is not None:
         plain = bb.emit(R.where(keep, plain, low))
     best = bb.emit(R.scatter_nd(R.broadcast_to(low, [bags, dim]), bag, plain, "max"))
     at_best = R.equal(plain, R.take(best, R.reshape(bag, [n]), axis=0))
+    if keep is not None:  # padding never wins, even where it ties a bag's maximum
+        at_best = R.logical_and(at_best, keep)
     pos = R.broadcast_to(R.reshape(R.arange(0, n, 1, "int64"), [n, 1]), [n, dim])
     none = relax.const(n, "int64")
     first = bb.emit(R.scatter_nd(R.broadcast_to(none, [bags, dim]), bag,
