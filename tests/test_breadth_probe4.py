@@ -173,3 +173,36 @@ def test_embeddings_and_gathers_plan_validly_at_the_bound():
     assert roam["peak_bytes"] <= default["peak_bytes"]
     bounds = report["lower_bounds"]
     assert roam["peak_bytes"] <= 1.02 * max(bounds["cut"], bounds.get("pair", 0)), bounds
+
+
+class Puts(torch.nn.Module):
+    """Writes into an activation at index tensors (some negative), then reads it all."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+        self.l1 = torch.nn.Linear(3, 4)
+        self.l2 = torch.nn.Linear(4, 2)
+
+    def forward(self, x, i, j):
+        h = self.l1(x)  # (B, T, S, 4)
+        z = torch.zeros_like(h)
+        if self.kind == "I=":
+            z = z.index_put((i,), h[:2] * 2.0, accumulate=True)
+            z[i] = h[1:3]
+        elif self.kind == ":,I,J=":
+            z[:, i, j] = h[:, 0, :3] * 3.0
+        else:  # "I,:,J=" (index dims first in the value's shape)
+            z[i, :, j] = h[:2, :, 0] - 1.0
+        return self.l2((z * h).sum((1, 2)))
+
+
+@pytest.mark.parametrize("kind", ["I=", ":,I,J=", "I,:,J="])
+def test_index_put_with_negative_indices_and_slices_float64(kind):
+    torch.manual_seed(0)
+    m = Puts(kind).double()
+    i, j = {"I=": ([0, -1], [0]), ":,I,J=": ([0, -1, 1], [4, -2, 0]),
+            "I,:,J=": ([1, -1], [0, -3])}[kind]
+    args = (torch.randn(3, 4, 5, 3, dtype=torch.float64), torch.tensor(i), torch.tensor(j))
+    compare_step(m, args, (torch.tensor([0, 1, 1]),), "cross_entropy", SGD(lr=1.0),
+                 dtype="float64")

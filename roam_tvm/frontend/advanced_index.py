@@ -49,11 +49,27 @@ def _index_tensor(node, importer):
     if len(given) == 1:
         axis, index = given[0]
         return bb.emit(R.take(data, index, axis=axis))
-    return bb.emit(R.gather_nd(data, _stacked_index(bb, shape, given)))
+    return bb.emit(R.gather_nd(data, stacked_index(bb, shape, given)[0]))
 
 
-def _stacked_index(bb: relax.BlockBuilder, shape: list, given: list) -> relax.Expr:
-    """The ``(..., m)`` int64 ``gather_nd`` index of ``data[indices]`` (see the module doc)."""
+def stacked_index(bb: relax.BlockBuilder, shape: list, given: list) -> tuple:
+    """The ``(..., m)`` int64 ``gather_nd`` / ``scatter_nd`` index of ``data[indices]``.
+
+    Parameters
+    ----------
+    bb : relax.BlockBuilder
+        Where the bindings are emitted.
+    shape : list of int
+        ``data``'s shape.
+    given : list of (int, relax.Expr)
+        ``(axis, int64 index)`` for each index tensor, by axis, negatives already wrapped.
+
+    Returns
+    -------
+    (relax.Expr, list of int)
+        The index, and its shape without the last axis (the result's leading dims; the
+        dims after the last indexed axis follow them, see the module docstring).
+    """
     last = given[-1][0]
     axes = [a for a, _ in given]
     adjacent = axes == list(range(axes[0], last + 1))
@@ -76,7 +92,7 @@ def _stacked_index(bb: relax.BlockBuilder, shape: list, given: list) -> relax.Ex
         view[pos] = shape[a]
         grid = R.reshape(R.arange(0, shape[a], 1, "int64"), view + [1])
         cols[a] = bb.emit(R.broadcast_to(grid, out + [1]))
-    return bb.emit(R.concat([cols[a] for a in range(last + 1)], axis=-1))
+    return bb.emit(R.concat([cols[a] for a in range(last + 1)], axis=-1)), out
 
 
 def _broadcast(shapes: list) -> list:
