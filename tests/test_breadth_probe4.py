@@ -206,3 +206,15 @@ def test_index_put_with_negative_indices_and_slices_float64(kind):
     args = (torch.randn(3, 4, 5, 3, dtype=torch.float64), torch.tensor(i), torch.tensor(j))
     compare_step(m, args, (torch.tensor([0, 1, 1]),), "cross_entropy", SGD(lr=1.0),
                  dtype="float64")
+
+
+@pytest.mark.parametrize("cls", [torch.nn.Embedding, torch.nn.EmbeddingBag])
+def test_embedding_max_norm_is_refused_with_the_way_out(cls):
+    from roam_tvm.frontend.errors import UnsupportedError
+
+    m = torch.nn.Sequential(cls(7, 4, max_norm=1.0), torch.nn.Flatten(), torch.nn.LazyLinear(2))
+    x = torch.tensor([[0, 1, 3], [3, 0, 6]])
+    m(x)
+    with pytest.raises(UnsupportedError) as info:
+        from_torch(m, (x,), (torch.tensor([0, 1]),), quiet=True)
+    assert "max_norm" in str(info.value) and "Way out" in str(info.value)

@@ -10,7 +10,8 @@ no second copy of the rows is made), and the gradient of ``where`` sends nothing
 ``no_grad`` operand, i.e. the positions holding ``padding_idx`` contribute nothing to the
 table's gradient. The ``(..., 1)`` boolean mask is what the backward keeps (PyTorch keeps
 the indices). ``scale_grad_by_freq`` is refused with a clear error; ``sparse`` changes only
-the storage of PyTorch's gradient, not its value, and is ignored.
+the storage of PyTorch's gradient, not its value, and is ignored. ``max_norm`` (an in-place
+write to the table during the forward) is refused with a clear error.
 """
 
 from __future__ import annotations
@@ -81,4 +82,16 @@ def _embedding(node, importer):
     return lookup(importer.block_builder, weight, indices, pad)
 
 
-CONVERTERS = {"embedding.default": _embedding}
+def _embedding_renorm(node, importer):
+    """``max_norm``: PyTorch rescales the looked-up rows of the table in place during the
+    forward, so the step would have to update the parameter twice (renorm, then the
+    optimizer); refused clearly, with the way out."""
+    raise UnsupportedError(
+        "nn.Embedding / nn.EmbeddingBag / F.embedding with max_norm is not supported: PyTorch "
+        "renormalises the table's rows in place during the forward (embedding_renorm_), a "
+        "second write to the parameter the training step cannot plan. Way out: drop max_norm, "
+        "or renormalise the weight outside the step (with torch.no_grad(): "
+        "torch.embedding_renorm_(emb.weight, ids, max_norm, 2.0) before each step)")
+
+
+CONVERTERS = {"embedding.default": _embedding, "embedding_renorm.default": _embedding_renorm}
