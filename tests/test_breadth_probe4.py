@@ -218,3 +218,42 @@ def test_embedding_max_norm_is_refused_with_the_way_out(cls):
     with pytest.raises(UnsupportedError) as info:
         from_torch(m, (x,), (torch.tensor([0, 1]),), quiet=True)
     assert "max_norm" in str(info.value) and "Way out" in str(info.value)
+
+
+class DynamicBatch(torch.nn.Module):
+    """An embedding (padded or not) then a (batch, position) gather, traced with a dynamic batch."""
+
+    def __init__(self, pad):
+        super().__init__()
+        self.e = torch.nn.Embedding(7, 4, padding_idx=pad)
+        self.l = torch.nn.Linear(4, 2)
+
+    def forward(self, x, i):
+        h = self.e(x)
+        return self.l(h[torch.arange(h.shape[0]), i])
+
+
+@pytest.mark.parametrize("pad", [None, 0], ids=["plain", "padded"])
+def test_embedding_and_gather_with_a_dynamic_batch_float64(pad):
+    from torch.export import Dim
+
+    torch.manual_seed(0)
+    m = DynamicBatch(pad).double()
+    x = torch.tensor([[0, 1, 3], [3, 0, 6], [1, 0, 2], [5, 4, 0]])
+    i, y = torch.tensor([0, 2, 1, 1]), torch.tensor([0, 1, 1, 0])
+    b = Dim("b", max=4)
+    ts = from_torch(m, (x, i), (y,), optimizer=SGD(lr=1.0), quiet=True,
+                    dynamic_shapes=({0: b}, {0: b}, {0: b}))
+    assert ts.dynamic_bounds == {"b": 4}
+    compare_step(m, (x, i), (y,), "cross_entropy", SGD(lr=1.0), dtype="float64", ts=ts)
+
+
+def test_embedding_bag_with_a_dynamic_batch_is_refused_with_the_way_out():
+    from torch.export import Dim
+    from roam_tvm.frontend.errors import UnsupportedError
+
+    m = Bag("mean")
+    with pytest.raises(UnsupportedError) as info:
+        from_torch(m, (torch.tensor([[1, 2], [3, 4]]),), (torch.tensor([0, 1]),), quiet=True,
+                   dynamic_shapes=({0: Dim("b", max=8)}, {0: Dim("b", max=8)}))
+    assert "EmbeddingBag" in str(info.value) and "way out" in str(info.value)

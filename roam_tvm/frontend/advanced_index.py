@@ -25,7 +25,7 @@ from __future__ import annotations
 from tvm import relax
 from tvm.relax import op as R
 
-from .relax_shapes import static_shape as _shape
+from .relax_shapes import known_shape, static_shape as _shape
 
 
 def wrap_negative(bb: relax.BlockBuilder, index: relax.Expr, extent: int) -> relax.Expr:
@@ -41,8 +41,9 @@ def _index_tensor(node, importer):
     args = importer.retrieve_args(node)
     data, indices = args[0], list(args[1])
     given = [(a, i) for a, i in enumerate(indices) if i is not None]
-    if any(not str(i.ty.dtype).startswith(("int", "uint")) for _, i in given):
-        return importer._index_tensor(node)  # boolean masks: TVM's converter
+    if any(not str(i.ty.dtype).startswith(("int", "uint")) for _, i in given) or not all(
+            known_shape(e) is not None for e in [data] + [i for _, i in given]):
+        return importer._index_tensor(node)  # boolean masks, dynamic dims: TVM's converter
     bb = importer.block_builder
     shape = _shape(data)
     given = [(a, wrap_negative(bb, i, shape[a])) for a, i in given]

@@ -43,7 +43,7 @@ def lookup(bb: relax.BlockBuilder, weight: relax.Expr, indices: relax.Expr,
     relax.Expr
         ``indices.shape + (dim,)``.
     """
-    shape = [int(d) for d in indices.ty.shape.values]
+    shape = list(indices.ty.shape.values)  # symbolic where a dim is dynamic
     flat = indices if len(shape) == 1 else bb.emit(R.reshape(indices, [-1]))
     rows = bb.emit(R.take(weight, flat, axis=0))
     if padding_idx is not None:

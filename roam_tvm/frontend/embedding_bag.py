@@ -30,6 +30,7 @@ from tvm.relax.op.grad import no_grad
 
 from .embedding import pad_mask
 from .errors import UnsupportedError
+from .relax_shapes import known_shape
 
 _MODES = {0: "sum", 1: "mean", 2: "max"}
 
@@ -41,6 +42,10 @@ def _embedding_bag(node, importer):
         return args[i] if len(args) > i else node.kwargs.get(name, default)
 
     weight, indices, offsets = args[0], args[1], args[2]
+    if any(known_shape(e) is None for e in (weight, indices, offsets)):
+        raise UnsupportedError(
+            "nn.EmbeddingBag with a dynamic dim (dynamic_shapes) is not supported; way out: "
+            "trace it at a fixed batch (pad the indices and offsets to the largest batch)")
     if arg(3, "scale_grad_by_freq", False):
         raise UnsupportedError(
             "nn.EmbeddingBag(scale_grad_by_freq=True) is not supported (its gradient depends "

@@ -18,7 +18,7 @@ from tvm import relax
 from tvm.relax import op as R
 
 from .advanced_index import stacked_index, wrap_negative
-from .relax_shapes import static_shape as _shape
+from .relax_shapes import known_shape, static_shape as _shape
 
 
 def _index_put(node, importer):
@@ -26,8 +26,10 @@ def _index_put(node, importer):
     data, indices, values = args[0], args[1], args[2]
     accumulate = bool(args[3]) if len(args) > 3 else bool(node.kwargs.get("accumulate", False))
     if not isinstance(indices, (list, tuple)) or not indices or any(
-            i is not None and not str(i.ty.dtype).startswith(("int", "uint")) for i in indices):
-        return importer._index_put(node)  # boolean masks: TVM's converter
+            i is not None and not str(i.ty.dtype).startswith(("int", "uint")) for i in indices) \
+            or not all(known_shape(e) is not None for e in [data, values] + [
+                i for i in indices if i is not None]):
+        return importer._index_put(node)  # boolean masks, dynamic dims: TVM's converter
     bb = importer.block_builder
     shape = _shape(data)
     given = [(a, wrap_negative(bb, i, shape[a])) for a, i in enumerate(indices) if i is not None]
