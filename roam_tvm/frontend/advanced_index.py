@@ -7,11 +7,13 @@ TVM 0.27's converter is wrong in three ways, all silent:
   axis (``x[:, [-1]]``, ``h[b, lengths - 1]`` with a zero length);
 * two 1-D index tensors after a slice (``x[:, I, J]``) are applied one after the other, an
   outer product, where PyTorch pairs them up (``I`` and ``J`` zipped);
-* ``relax.index_tensor`` has no gradient, so ``x[I, J]`` on an activation did not train.
+* ``relax.index_tensor`` had no gradient, so ``x[I, J]`` on an activation did not train.
 
 Here every integer index is wrapped (``where(i < 0, i + n, i)``, an index-sized integer
-kernel). One index tensor stays a ``take`` along its axis. Several become one ``gather_nd``
-over a stacked ``(..., m)`` int64 index: a slice that comes before the last indexed axis
+kernel). One index tensor stays a ``take`` along its axis; index tensors for every axis
+indexed (no slice among them) stay TVM's ``index_tensor``, which zips them as PyTorch does
+(its gradient, ``grad_index.py``, scatters into zeros and keeps only the index tensors).
+Index tensors after a slice become one ``gather_nd`` over a stacked ``(..., m)`` int64 index: a slice that comes before the last indexed axis
 joins the stack as an ``arange`` column, broadcast where PyTorch puts that dimension
 (after the index dims when the indexed axes are not adjacent, before them when they are),
 and slices after the last indexed axis are the trailing dims ``gather_nd`` keeps. The
@@ -22,8 +24,11 @@ backward keeps (PyTorch keeps the index tensors).
 
 from __future__ import annotations
 
+import tvm
 from tvm import relax
 from tvm.relax import op as R
+
+from .errors import UnsupportedError
 
 from .relax_shapes import known_shape, static_shape as _shape
 
@@ -37,20 +42,76 @@ def wrap_negative(bb: relax.BlockBuilder, index: relax.Expr, extent: int) -> rel
                            index))
 
 
+# ops that keep an index tensor's values (only its layout changes)
+_VALUE_PRESERVING = frozenset({"unsqueeze", "view", "reshape", "expand", "_unsafe_view",
+                               "squeeze", "clone", "alias", "contiguous", "slice"})
+
+
+def is_nonnegative(fx_node) -> bool:
+    """Whether the index ``fx_node`` is built from an ``arange`` with a non-negative start
+    and step, views of it and additions of non-negative integers (HF's mask positions
+    ``arange(kv_len) + offset``): then wrapping is a no-op and is not emitted. That is the
+    common batch index ``x[torch.arange(B), pos]``, and keeps a dynamic batch's step the
+    same as the static one (wrapping needs the axis extent as a constant)."""
+    if isinstance(fx_node, int):
+        return fx_node >= 0
+    if not hasattr(fx_node, "target"):
+        return False
+    name = getattr(fx_node.target, "__name__", str(fx_node.target))
+    base, args = name.split(".")[0], list(fx_node.args)
+    if base == "arange":
+        start = args[0] if len(args) > 1 else 0
+        step = args[2] if len(args) > 2 else 1
+        return isinstance(start, int) and isinstance(step, int) and start >= 0 and step > 0
+    if base in ("add", "mul") and len(args) == 2:
+        return all(is_nonnegative(a) for a in args + [fx_node.kwargs.get("alpha", 1)])
+    return base in _VALUE_PRESERVING and bool(args) and is_nonnegative(args[0])
+
+
+def indexed_extents(data: relax.Expr, given: list) -> list | None:
+    """The static extent of each indexed axis of ``data``, or None where one is symbolic."""
+    dims = getattr(data.ty.shape, "values", None)
+    if dims is None or not all(isinstance(dims[a], tvm.tirx.IntImm) for a, _ in given):
+        return None
+    return [int(dims[a]) for a, _ in given]
+
+
+def wrapped(bb: relax.BlockBuilder, data: relax.Expr, given: list, fx_indices) -> list | None:
+    """``given`` (``(axis, index)`` pairs) with each index wrapped unless it is known to be
+    non-negative; None where an index needs wrapping along an axis of symbolic extent."""
+    out = []
+    for a, i in given:
+        if is_nonnegative(fx_indices[a]):
+            out.append((a, i))
+            continue
+        extent = indexed_extents(data, [(a, i)])
+        if extent is None:
+            return None
+        out.append((a, wrap_negative(bb, i, extent[0])))
+    return out
+
+
 def _index_tensor(node, importer):
     args = importer.retrieve_args(node)
     data, indices = args[0], list(args[1])
     given = [(a, i) for a, i in enumerate(indices) if i is not None]
-    if any(not str(i.ty.dtype).startswith(("int", "uint")) for _, i in given) or not all(
-            known_shape(e) is not None for e in [data] + [i for _, i in given]):
-        return importer._index_tensor(node)  # boolean masks, dynamic dims: TVM's converter
+    if any(not str(i.ty.dtype).startswith(("int", "uint")) for _, i in given):
+        return importer._index_tensor(node)  # boolean masks: TVM's converter
+    given = wrapped(importer.block_builder, data, given, node.args[1])
+    if given is None:
+        return importer._index_tensor(node)  # a dynamic axis indexed by any integers: TVM's
     bb = importer.block_builder
-    shape = _shape(data)
-    given = [(a, wrap_negative(bb, i, shape[a])) for a, i in given]
     if len(given) == 1:
         axis, index = given[0]
         return bb.emit(R.take(data, index, axis=axis))
-    return bb.emit(R.gather_nd(data, stacked_index(bb, shape, given)[0]))
+    if len(given) == len(indices):  # no slice: TVM's index_tensor zips them as PyTorch does
+        return bb.emit(R.index_tensor(data, relax.Tuple([i for _, i in given])))
+    if known_shape(data) is None or any(known_shape(i) is None for _, i in given):
+        raise UnsupportedError(
+            "x[:, I, J]-style indexing (index tensors after a slice) with a dynamic dim is not "
+            "supported; way out: trace it at a fixed size, or move the indexed dims first "
+            "(x.permute(...)[I, J])")
+    return bb.emit(R.gather_nd(data, stacked_index(bb, _shape(data), given)[0]))
 
 
 def stacked_index(bb: relax.BlockBuilder, shape: list, given: list) -> tuple:
@@ -86,6 +147,7 @@ def stacked_index(bb: relax.BlockBuilder, shape: list, given: list) -> tuple:
         dims = _shape(i)
         view = [1] * index_at + [1] * (len(bshape) - len(dims)) + dims
         view += [1] * (len(out) - len(view))
+        i = i if str(i.ty.dtype) == "int64" else R.astype(i, "int64")
         cols[a] = bb.emit(R.broadcast_to(R.reshape(i, view + [1]), out + [1]))
     for a in sliced:
         pos = lead.index(a) if a in lead else index_at + len(bshape) + tail.index(a)

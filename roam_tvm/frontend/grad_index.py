@@ -12,7 +12,7 @@ arguments never get a gradient (``no_grad``).
   ``(..., k)`` index, as PyTorch's ``index_add`` backward keeps ``idx``.
 * ``relax.gather_nd(data, indices)`` (``x[I, J]``, see ``advanced_index.py``): the output
   gradient scatter-added into zeros at the indices (PyTorch's ``index`` backward).
-* ``relax.index_tensor(data, indices)`` (TVM's ``x[I, J]``, kept where a dim is dynamic):
+* ``relax.index_tensor(data, indices)`` (``x[I, J]``, see ``advanced_index.py``):
   ``scatter_nd(zeros, stacked indices, g, "add")``.
 * ``relax.scatter_elements(data, indices, updates)``: the same, by ``gather_elements``.
 * ``relax.gather_elements(data, indices, axis)``: the output gradient scatter-added into
@@ -78,9 +78,9 @@ def _gather_nd_grad(orig_var, orig_call, output_grad, ctx):
 
 
 def _index_tensor_grad(orig_var, orig_call, output_grad, ctx):
-    # TVM's own x[I, J] (kept for dynamic dims, see advanced_index.py): the output gradient
-    # added into zeros at the same index tuples; TVM's index_put needs one index per dim, so
-    # the k index tensors are stacked on a last axis for scatter_nd
+    # x[I, J] (advanced_index.py): the output gradient added into zeros at the same index
+    # tuples; TVM's index_put needs one index per dim, so the k index tensors are stacked on
+    # a last axis for scatter_nd (in the backward only: the forward keeps the index tensors)
     data, indices = orig_call.args
     fields = list(indices.fields) if isinstance(indices, relax.Tuple) else [
         relax.TupleGetItem(indices, n) for n in range(len(indices.ty.fields))]

@@ -17,7 +17,8 @@ from __future__ import annotations
 from tvm import relax
 from tvm.relax import op as R
 
-from .advanced_index import stacked_index, wrap_negative
+from .advanced_index import stacked_index, wrapped
+from .errors import UnsupportedError
 from .relax_shapes import known_shape, static_shape as _shape
 
 
@@ -26,16 +27,22 @@ def _index_put(node, importer):
     data, indices, values = args[0], args[1], args[2]
     accumulate = bool(args[3]) if len(args) > 3 else bool(node.kwargs.get("accumulate", False))
     if not isinstance(indices, (list, tuple)) or not indices or any(
-            i is not None and not str(i.ty.dtype).startswith(("int", "uint")) for i in indices) \
-            or not all(known_shape(e) is not None for e in [data, values] + [
-                i for i in indices if i is not None]):
-        return importer._index_put(node)  # boolean masks, dynamic dims: TVM's converter
+            i is not None and not str(i.ty.dtype).startswith(("int", "uint")) for i in indices):
+        return importer._index_put(node)  # boolean masks: TVM's converter
     bb = importer.block_builder
-    shape = _shape(data)
-    given = [(a, wrap_negative(bb, i, shape[a])) for a, i in enumerate(indices) if i is not None]
-    if len(given) == len(shape):
+    given = wrapped(bb, data, [(a, i) for a, i in enumerate(indices) if i is not None],
+                    node.args[1])
+    if given is None:
+        return importer._index_put(node)  # a dynamic axis indexed by any integers: TVM's
+    if len(given) == data.ty.ndim:
         out = bb.emit(R.index_put(data, relax.Tuple([i for _, i in given]), values, accumulate))
+    elif known_shape(data) is None or known_shape(values) is None or any(
+            known_shape(i) is None for _, i in given):
+        raise UnsupportedError(
+            "x[I] = v / index_add with fewer index tensors than dims and a dynamic dim is not "
+            "supported; way out: trace it at a fixed size")
     else:
+        shape = _shape(data)
         index, index_shape = stacked_index(bb, shape, given)
         full = index_shape + shape[given[-1][0] + 1:]
         vals = values if _shape(values) == full else bb.emit(R.broadcast_to(values, full))
