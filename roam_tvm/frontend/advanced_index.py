@@ -47,10 +47,19 @@ _VALUE_PRESERVING = frozenset({"unsqueeze", "view", "reshape", "expand", "_unsaf
                                "squeeze", "clone", "alias", "contiguous", "slice"})
 
 
+# ops whose result is an index into some axis (never negative)
+_INDEX_RESULTS = frozenset({"argmax", "argmin", "argsort", "nonzero", "bucketize",
+                            "searchsorted"})
+# ops returning (values, indices)
+_WITH_INDICES = frozenset({"topk", "sort", "max", "min", "kthvalue", "mode", "median",
+                           "cummax", "cummin"})
+
+
 def is_nonnegative(fx_node) -> bool:
     """Whether the index ``fx_node`` is built from an ``arange`` with a non-negative start
-    and step, views of it and additions of non-negative integers (HF's mask positions
-    ``arange(kv_len) + offset``): then wrapping is a no-op and is not emitted. That is the
+    and step or the indices an op returns (``topk``, ``argmax``, ...), views of them and
+    additions of non-negative integers (HF's mask positions ``arange(kv_len) + offset``):
+    then wrapping is a no-op and is not emitted. That is the
     common batch index ``x[torch.arange(B), pos]``, and keeps a dynamic batch's step the
     same as the static one (wrapping needs the axis extent as a constant)."""
     if isinstance(fx_node, int):
@@ -63,6 +72,12 @@ def is_nonnegative(fx_node) -> bool:
         start = args[0] if len(args) > 1 else 0
         step = args[2] if len(args) > 2 else 1
         return isinstance(start, int) and isinstance(step, int) and start >= 0 and step > 0
+    if base in _INDEX_RESULTS:
+        return True
+    if base == "getitem" and len(args) == 2 and args[1] == 1 and hasattr(args[0], "target"):
+        # the indices of topk / sort / max(dim) (MoE routing: x[idx], index_add(0, idx, ..))
+        src = getattr(args[0].target, "__name__", str(args[0].target)).split(".")[0]
+        return src in _WITH_INDICES
     if base in ("add", "mul") and len(args) == 2:
         return all(is_nonnegative(a) for a in args + [fx_node.kwargs.get("alpha", 1)])
     return base in _VALUE_PRESERVING and bool(args) and is_nonnegative(args[0])
@@ -148,13 +163,17 @@ def stacked_index(bb: relax.BlockBuilder, shape: list, given: list) -> tuple:
         view = [1] * index_at + [1] * (len(bshape) - len(dims)) + dims
         view += [1] * (len(out) - len(view))
         i = i if str(i.ty.dtype) == "int64" else R.astype(i, "int64")
-        cols[a] = bb.emit(R.broadcast_to(R.reshape(i, view + [1]), out + [1]))
+        col = R.reshape(i, view + [1])
+        # a column already of the full shape is not copied (a lone x[idx] = v: no copy at all)
+        cols[a] = bb.emit(col if view == out else R.broadcast_to(col, out + [1]))
     for a in sliced:
         pos = lead.index(a) if a in lead else index_at + len(bshape) + tail.index(a)
         view = [1] * len(out)
         view[pos] = shape[a]
         grid = R.reshape(R.arange(0, shape[a], 1, "int64"), view + [1])
         cols[a] = bb.emit(R.broadcast_to(grid, out + [1]))
+    if last == 0:
+        return cols[0], out
     return bb.emit(R.concat([cols[a] for a in range(last + 1)], axis=-1)), out
 
 

@@ -44,6 +44,9 @@ def lookup(bb: relax.BlockBuilder, weight: relax.Expr, indices: relax.Expr,
         ``indices.shape + (dim,)``.
     """
     shape = list(indices.ty.shape.values)  # symbolic where a dim is dynamic
+    # int32, as TVM's own converter: a computed index (T5's position buckets) is kept for
+    # the backward at half the size
+    indices = bb.emit(R.astype(indices, "int32"))
     flat = indices if len(shape) == 1 else bb.emit(R.reshape(indices, [-1]))
     rows = bb.emit(R.take(weight, flat, axis=0))
     if padding_idx is not None:
