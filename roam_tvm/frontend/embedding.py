@@ -24,7 +24,7 @@ from .errors import UnsupportedError
 
 
 def lookup(bb: relax.BlockBuilder, weight: relax.Expr, indices: relax.Expr,
-           padding_idx: int | None) -> relax.Expr:
+           padding_idx: int | None, narrow: bool = True) -> relax.Expr:
     """Rows of ``weight`` at ``indices`` (any shape), the ``padding_idx`` row getting no gradient.
 
     Parameters
@@ -37,6 +37,8 @@ def lookup(bb: relax.BlockBuilder, weight: relax.Expr, indices: relax.Expr,
         Integer indices, any shape.
     padding_idx : int or None
         The row that gets no gradient (negative counts from the end); ``None``: none.
+    narrow : bool
+        Cast the indices to int32 first (see ``_embedding``).
 
     Returns
     -------
@@ -44,9 +46,8 @@ def lookup(bb: relax.BlockBuilder, weight: relax.Expr, indices: relax.Expr,
         ``indices.shape + (dim,)``.
     """
     shape = list(indices.ty.shape.values)  # symbolic where a dim is dynamic
-    # int32, as TVM's own converter: a computed index (T5's position buckets) is kept for
-    # the backward at half the size
-    indices = bb.emit(R.astype(indices, "int32"))
+    if narrow:
+        indices = bb.emit(R.astype(indices, "int32"))
     flat = indices if len(shape) == 1 else bb.emit(R.reshape(indices, [-1]))
     rows = bb.emit(R.take(weight, flat, axis=0))
     if padding_idx is not None:
@@ -82,7 +83,11 @@ def _embedding(node, importer):
             "scale_grad_by_freq")
     # aten's padding_idx -1 means "none" (nn.Embedding normalises a user's -1 to num-1)
     pad = None if padding_idx is None or int(padding_idx) < 0 else int(padding_idx)
-    return lookup(importer.block_builder, weight, indices, pad)
+    # computed indices (T5's position buckets) are cast to int32, as TVM's own converter
+    # does: the backward keeps them at half the size; a model input is live for the whole
+    # step anyway, so a cast would only add a copy (PyTorch keeps the int64 input)
+    narrow = getattr(node.args[1], "op", None) != "placeholder"
+    return lookup(importer.block_builder, weight, indices, pad, narrow)
 
 
 def _embedding_renorm(node, importer):
