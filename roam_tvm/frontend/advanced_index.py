@@ -10,16 +10,18 @@ TVM 0.27's converter is wrong in three ways, all silent:
 * ``relax.index_tensor`` had no gradient, so ``x[I, J]`` on an activation did not train.
 
 Here every integer index is wrapped (``where(i < 0, i + n, i)``, an index-sized integer
-kernel). One index tensor stays a ``take`` along its axis; index tensors for every axis
-indexed (no slice among them) stay TVM's ``index_tensor``, which zips them as PyTorch does
-(its gradient, ``grad_index.py``, scatters into zeros and keeps only the index tensors).
-Index tensors after a slice become one ``gather_nd`` over a stacked ``(..., m)`` int64 index: a slice that comes before the last indexed axis
-joins the stack as an ``arange`` column, broadcast where PyTorch puts that dimension
-(after the index dims when the indexed axes are not adjacent, before them when they are),
-and slices after the last indexed axis are the trailing dims ``gather_nd`` keeps. The
-gradient of ``gather_nd`` is ``scatter_nd(zeros, index, g, "add")`` (``grad_index.py``),
-as PyTorch's ``index_put_(accumulate=True)`` backward; the stacked index is what the
-backward keeps (PyTorch keeps the index tensors).
+kernel) unless it is known to be non-negative (an ``arange``, the indices of ``topk`` /
+``argmax``, see ``is_nonnegative``). One index tensor stays a ``take`` along its axis; index
+tensors for every axis indexed (no slice among them) stay TVM's ``index_tensor``, which
+zips them as PyTorch does (its gradient, ``grad_index.py``, scatters into zeros in the
+backward and keeps only the index tensors, as PyTorch). Index tensors after a slice become
+one ``gather_nd`` over a stacked ``(..., m)`` int64 index: a slice that comes before the
+last indexed axis joins the stack as an ``arange`` column, broadcast where PyTorch puts
+that dimension (after the index dims when the indexed axes are not adjacent, before them
+when they are), and slices after the last indexed axis are the trailing dims ``gather_nd``
+keeps. Its gradient is ``scatter_nd(zeros, index, g, "add")`` (``grad_index.py``). Where an
+indexed axis has a dynamic extent and the index may be negative, TVM's converter is kept
+(no wrap, as before).
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from tvm import relax
 from tvm.relax import op as R
 
 from .errors import UnsupportedError
-
 from .relax_shapes import known_shape, static_shape as _shape
 
 
