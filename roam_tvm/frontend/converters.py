@@ -1,14 +1,8 @@
 """Converters for torch ops that TVM 0.27's PyTorch importer gets wrong, passed to
 ``from_exported_program(custom_convert_map=...)`` (TVM's installed files stay untouched).
 
-* ``index_put`` with fewer index tensors than data dimensions (``x.index_add(0, idx, v)``
-  decomposes to ``index_put(x, [idx], v, accumulate=True)`` on 2-D ``x``; also
-  ``x[idx] = v``). TVM's ``index_put`` requires one index tensor per dimension. It becomes
-  ``scatter_nd``: the given index tensors, broadcast together and stacked on a last axis of
-  length ``k``, address whole slices of the trailing dimensions, and the values are
-  broadcast to ``index shape + trailing shape``. Full-size ``arange`` index grids (one int64
-  per element of ``v``, for each dimension) would do the same, but are kept for the backward
-  and folded into constants that live for the whole step.
+* ``index_put`` (``x[I] = v``, ``index_add``): negative indices wrapped, fewer index tensors
+  than dimensions (or a slice among them) as one ``scatter_nd`` (``index_put.py``).
 * ``scatter_add`` (no converter in TVM 0.27): ``scatter_elements`` with ``reduction="add"``.
 * ``amax`` / ``amin`` (no converter in TVM 0.27): ``max`` / ``min`` over the given dims
   (all of them when none is given), ``keepdim`` kept.
@@ -23,6 +17,11 @@
   which reads before the start of the axis (garbage in an RNN classifier's last step). The
   index is taken modulo the axis length.
 * ``elu`` with ``scale`` / ``input_scale`` (SELU, CELU): TVM drops them (convert_elu.py).
+* ``embedding`` with ``padding_idx``: TVM drops it, so the padding row was trained
+  (``embedding.py``).
+* ``_embedding_bag`` (``nn.EmbeddingBag``; no converter in TVM 0.27): ``embedding_bag.py``.
+* ``index.Tensor`` (``x[I, J]``, ``x[:, I, J]``): negative indices wrapped, index tensors
+  zipped as in PyTorch, and a gradient (``advanced_index.py``).
 
 """
 
@@ -31,64 +30,15 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 from tvm.relax import op as R
+from .advanced_index import CONVERTERS as INDEX_CONVERTERS
 from .convert_elu import convert_elu
-from .float_promotion import PROMOTING_CONVERTERS
 from .detach import convert_detach
+from .embedding import CONVERTERS as EMBEDDING_CONVERTERS
+from .embedding_bag import CONVERTERS as BAG_CONVERTERS
+from .float_promotion import PROMOTING_CONVERTERS
 from .full_nonfinite import convert_full, convert_full_like
-from .relax_shapes import static_shape as _shape
+from .index_put import CONVERTERS as PUT_CONVERTERS
 
-
-
-def _index_put(node, importer):
-    args = importer.retrieve_args(node)
-    data, indices, values = args[0], args[1], args[2]
-    accumulate = bool(args[3]) if len(args) > 3 else bool(node.kwargs.get("accumulate", False))
-    short = (isinstance(indices, (list, tuple)) and indices
-             and all(i is not None for i in indices) and len(indices) < data.ty.ndim)
-    if not short:
-        return importer._index_put(node)
-    bb = importer.block_builder
-    shape = _shape(data)
-    k = len(indices)
-    idx_shape = _broadcast([_shape(i) for i in indices])
-    full = idx_shape + shape[k:]
-    # (..., k) int64: the positions of the slices written, one row per index tuple
-    cols = [_index_column(i, idx_shape) for i in indices]
-    nd_index = bb.emit(cols[0] if k == 1 else R.concat(cols, axis=-1))
-    vals = values
-    if _shape(vals) != full:
-        vals = bb.emit(R.broadcast_to(vals, full))
-    out = bb.emit(R.scatter_nd(data, nd_index, vals, "add" if accumulate else "update"))
-    target = getattr(node.target, "__name__", str(node.target))
-    if target.startswith("index_put_"):  # in place: later reads of the input see the result
-        for env_node, expr in list(importer.env.items()):
-            if expr is data:
-                importer.env[env_node] = out
-    return out
-
-
-def _index_column(index, idx_shape):
-    """``index`` as an int64 ``idx_shape + [1]`` column of a ``scatter_nd`` index."""
-    if index.ty.dtype != "int64":
-        index = R.astype(index, "int64")
-    col = R.reshape(index, _pad_left(_shape(index), len(idx_shape)) + [1])
-    if _shape(index) != idx_shape:
-        col = R.broadcast_to(col, idx_shape + [1])
-    return col
-
-
-def _pad_left(shape, n):
-    return [1] * (n - len(shape)) + list(shape)
-
-
-def _broadcast(shapes):
-    n = max(len(s) for s in shapes)
-    out = [1] * n
-    for s in shapes:
-        for i, d in enumerate(_pad_left(s, n)):
-            if d != 1:
-                out[i] = d
-    return out
 
 
 def _select(node, importer):
@@ -164,8 +114,7 @@ def _topk(node, importer):
         R.topk(x, k=k, axis=dim, largest=largest, ret_type="both", dtype="int64"))
 
 
-CONVERTERS = {"index_put.default": _index_put, "index_put_.default": _index_put,
-              "select.int": _select, "scatter_add.default": _scatter_add,
+CONVERTERS = {"select.int": _select, "scatter_add.default": _scatter_add,
               "amax.default": _reduce_extreme(R.max), "amin.default": _reduce_extreme(R.min),
               "topk.default": _topk, "full.default": convert_full,
               "full_like.default": convert_full_like, "detach.default": convert_detach,
@@ -174,4 +123,5 @@ CONVERTERS = {"index_put.default": _index_put, "index_put_.default": _index_put,
               "clamp_max.default": _integer_clamp("clamp_max"),
               # SELU's scale, which TVM drops (convert_elu.py)
               "elu.default": convert_elu,
-              **PROMOTING_CONVERTERS}
+              **EMBEDDING_CONVERTERS, **BAG_CONVERTERS, **PUT_CONVERTERS,
+              **INDEX_CONVERTERS, **PROMOTING_CONVERTERS}

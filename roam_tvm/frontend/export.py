@@ -10,6 +10,7 @@ from .causal_mask import mask_hint_from_caller
 from .errors import FrontendError, TraceError, UnsupportedError
 from .hf_experts import exportable_experts
 from .noop_casts import noop_module_casts
+from .packed_sequence import refuse_packed_sequences
 from .traceable_ops import traceable_functionals
 
 
@@ -136,7 +137,7 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
     ds = (tuple(dynamic_shapes),) if dynamic_shapes is not None else None
     try:
         with warnings.catch_warnings(), exportable_experts(model), noop_module_casts(), \
-                mask_hint_from_caller(), traceable_functionals():
+                mask_hint_from_caller(), traceable_functionals(), refuse_packed_sequences():
             warnings.simplefilter("ignore")
             return torch.export.export(wrapped, example_inputs + targets, strict=False,
                                        dynamic_shapes=ds)

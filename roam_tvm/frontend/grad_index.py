@@ -10,6 +10,10 @@ arguments never get a gradient (``no_grad``).
 * ``relax.scatter_nd(data, indices, updates)`` (``index_add`` / ``x[idx] = v``, see
   ``converters.py``): the same, by ``gather_nd``; what the backward keeps is the
   ``(..., k)`` index, as PyTorch's ``index_add`` backward keeps ``idx``.
+* ``relax.gather_nd(data, indices)`` (``x[I, J]``, see ``advanced_index.py``): the output
+  gradient scatter-added into zeros at the indices (PyTorch's ``index`` backward).
+* ``relax.index_tensor(data, indices)`` (``x[I, J]``, see ``advanced_index.py``):
+  ``scatter_nd(zeros, stacked indices, g, "add")``.
 * ``relax.scatter_elements(data, indices, updates)``: the same, by ``gather_elements``.
 * ``relax.gather_elements(data, indices, axis)``: the output gradient scatter-added into
   zeros. Where ``indices`` picks one element per row of ``axis`` (the class a
@@ -61,6 +65,33 @@ def _scatter_nd_grad(orig_var, orig_call, output_grad, ctx):
         zeros = R.zeros(updates.ty.shape, updates.ty.dtype)
         d_data = R.scatter_nd(output_grad, indices, zeros, "update")
     return [d_data, no_grad(indices), d_updates]
+
+
+def _gather_nd_grad(orig_var, orig_call, output_grad, ctx):
+    data, indices = orig_call.args
+    if int(orig_call.attrs.batch_dims) != 0:
+        raise UnsupportedError("the gradient of relax.gather_nd is known for batch_dims=0 "
+                               "(x[I, J] indexing), not batch_dims="
+                               f"{int(orig_call.attrs.batch_dims)}")
+    zeros = R.zeros(data.ty.shape, data.ty.dtype)
+    return [R.scatter_nd(zeros, indices, output_grad, "add"), no_grad(indices)]
+
+
+def _index_tensor_grad(orig_var, orig_call, output_grad, ctx):
+    # x[I, J] (advanced_index.py): the output gradient added into zeros at the same index
+    # tuples; TVM's index_put needs one index per dim, so the k index tensors are stacked on
+    # a last axis for scatter_nd (in the backward only: the forward keeps the index tensors)
+    data, indices = orig_call.args
+    fields = list(indices.fields) if isinstance(indices, relax.Tuple) else [
+        relax.TupleGetItem(indices, n) for n in range(len(indices.ty.fields))]
+    k = len(fields)
+    out_dims = list(orig_var.ty.shape.values)
+    lead = out_dims[:len(out_dims) - (data.ty.ndim - k)]  # the broadcast index shape
+    cols = [R.broadcast_to(R.expand_dims(R.astype(f, "int64"), [-1]), lead + [1])
+            for f in fields]
+    stacked = cols[0] if k == 1 else R.concat(cols, axis=-1)
+    zeros = R.zeros(data.ty.shape, data.ty.dtype)
+    return [R.scatter_nd(zeros, stacked, output_grad, "add"), no_grad(indices)]
 
 
 def _scatter_elements_grad(orig_var, orig_call, output_grad, ctx):
@@ -125,6 +156,8 @@ GRADS = {
     "relax.index_put": _index_put_grad,
     "relax.scatter_nd": _scatter_nd_grad,
     "relax.scatter_elements": _scatter_elements_grad,
+    "relax.gather_nd": _gather_nd_grad,
+    "relax.index_tensor": _index_tensor_grad,
     "relax.topk": _topk_grad,
     "relax.gather_elements": _gather_elements_grad,
 }

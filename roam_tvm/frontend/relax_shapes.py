@@ -1,6 +1,7 @@
 """Shape helpers the gradient and converter modules share."""
 from __future__ import annotations
 
+import tvm
 from tvm import relax
 from tvm.relax import op as R
 
@@ -8,6 +9,15 @@ from tvm.relax import op as R
 def static_shape(expr: relax.Expr) -> list[int]:
     """The static shape of a tensor expression whose type is already known."""
     return [int(s) for s in expr.ty.shape.values]
+
+
+def known_shape(expr: relax.Expr) -> list[int] | None:
+    """The static shape of a tensor expression, or None where a dimension is symbolic (a
+    ``dynamic_shapes`` dim before ``bind_upper_bounds``)."""
+    dims = getattr(expr.ty.shape, "values", None)
+    if dims is None or not all(isinstance(d, tvm.tirx.IntImm) for d in dims):
+        return None
+    return [int(d) for d in dims]
 
 
 def scalar_value(const) -> float | None:
