@@ -82,7 +82,7 @@ def class_dim(out_shape: Sequence[int], target_shape: Sequence[int], class_indic
     expect = [list(out[:1] + out[2:])] + ([list(out[:-1])] if rank >= 3 else [])
     raise LossShapeError(
         f"cross_entropy: class-index targets of shape {list(tgt)} do not fit the output {list(out)}; expected "
-        + " or ".join(str(e) for e in expect) + f" (classes in dimension 1, as F.cross_entropy"
+        + " or ".join(str(e) for e in expect) + " (classes in dimension 1, as F.cross_entropy"
         + (", or last for language-model logits" if rank >= 3 else "") + f"); {_CALLABLE_HINT}")
 
 

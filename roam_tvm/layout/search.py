@@ -178,7 +178,7 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
     """
     m, cap, nsec = sub.m, sub.capacity, sub.nsec
     size, align, sl, su = sub.size, sub.align, sub.sl, sub.su
-    sizel, alignl, sll, sul = size.tolist(), align.tolist(), sl.tolist(), su.tolist()
+    sizel, sll, sul = size.tolist(), sl.tolist(), su.tolist()
     nbrs, members, twin = sub.nbrs, sub.members, sub.twins(rank)
     rank = rank.copy()  # subproblems re-rank their own buffers in place
     BIG = np.int64(1) << np.int64(60)
@@ -278,7 +278,6 @@ def _search(sub: _Sub, rank: np.ndarray, params: SearchParams, deadline: float, 
             old = mo[nb]
             ch = old < top
             if ch.any():
-                al = alignl[i]
                 nj = nb[ch]
                 if unaligned:
                     mo[nj] = top

@@ -27,7 +27,6 @@ removed from the parameters and every access to it redirected to ``in_k``.
 """
 from __future__ import annotations
 
-import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 

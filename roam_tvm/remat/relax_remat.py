@@ -229,11 +229,10 @@ class RoamRemat:
             planner = RematPlanner(rg.graph, list(range(len(rg.graph.ops))), self.cost_model,
                                    op_flops(mod, rg.graph), time_limit=self.time_limit, inplace=pairs)
             self.planners[name] = planner
-            measure = None
-            if self.layout is not None:
-                def measure(p: RematPlan, gv=gv, rg=rg) -> int:
-                    calls = InplaceCalls(mod)
-                    return arena_peak(mod, gv, remat_function(rg, p, calls), self.layout, calls)
+            def arena_measure(p: RematPlan, gv=gv, rg=rg) -> int:
+                calls = InplaceCalls(mod)
+                return arena_peak(mod, gv, remat_function(rg, p, calls), self.layout, calls)
+            measure = arena_measure if self.layout is not None else None
             plan = planner.plan(self.budget, measure)
             self.plans[name] = plan
             if not plan.source and not plan.inplace:
