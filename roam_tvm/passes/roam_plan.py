@@ -12,13 +12,13 @@ order can pack differently. So this pass plans two candidates per function,
 
 simulates both, and keeps the lower peak. B is never above TVM's default, so
 neither is the result. RoamLayout's ``min_saving`` (replace TVM's plan only for
-a page saved) is measured against TVM's plan of the step *as given*: in A it
-runs with ``min_saving=0``, and A is kept only if it also saves that much on
-B's StaticPlanBlockMemory figure. Otherwise a reordered step whose own TVM plan
-is close to roam's would fall back to TVM's plan of the new order, which can
-be worse than B, though roam's plan of it beats both (a 2-layer RNN: 31,096 B,
-at `cut`, lost to 32,312). The dataflow-lowering passes are given by the caller
-(``roam_tvm.runtime.pipeline``), so this module does not reach into the runtime.
+a page saved) applies to B, the plan of the step as given; in A it runs with
+``min_saving=0``, since A is kept only where it beats B anyway. With the
+threshold, a reordered step whose own TVM plan is close to roam's fell back to
+TVM's plan of the new order, which can be worse than B, though roam's plan of
+it beats both (a 2-layer RNN: 31,096 B, at `cut`, lost to 32,312). The
+dataflow-lowering passes are given by the caller (``roam_tvm.runtime.pipeline``),
+so this module does not reach into the runtime.
 """
 from __future__ import annotations
 
@@ -55,7 +55,6 @@ class RoamPlan:
     def transform_module(self, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
         lower = tvm.transform.Sequential(self.lower)
         names = [gv.name_hint for gv, f in mod.functions.items() if isinstance(f, relax.Function)]
-        min_saving = self.layout_options.get("min_saving", 4096)
         ordered = RoamLayout(**{**self.layout_options, "min_saving": 0})(
             lower(RoamOrder(**self.order_options)(mod)))
         order_recs = {n: latest_order(n) for n in names}
@@ -70,10 +69,7 @@ class RoamPlan:
             peak_a = simulated_peak(func, ordered)
             peak_b = simulated_peak(program[name], program)
             rec = copy.copy(order_recs.get(name)) or OrderRecord(function=name)
-            given = program_layout.get(name)
-            # TVM's plan of the step as given: what A must beat by min_saving
-            tvm_peak = given.static_plan_peak_bytes if given and given.static_plan_peak_bytes else peak_b
-            if peak_a < peak_b and peak_a + min_saving <= tvm_peak:
+            if peak_a < peak_b:
                 out[name] = func
                 rec.status = f"{rec.status}; kept (peak {peak_a} < {peak_b} in program order)"
                 chosen = ordered_layout.get(name)
