@@ -1,0 +1,184 @@
+"""Outside models (the breadth probes' user-style models in benchmarks/outside/), one compare row each.
+
+    python benchmarks/outside_probes.py                    # every row, one at a time
+    python benchmarks/outside_probes.py dlrm stn           # some rows
+    nice python benchmarks/outside_probes.py --timeout 600 --max-rss-gb 6
+
+Each row is one ``roam-tvm compare --model benchmarks/outside/<file>:<factory> --optimizer adam
+--planners tvm-default pytorch roam --quiet`` in its own process, watched for wall time and
+resident memory by ``families.watch``; a row that fails or is stopped is recorded with its error
+and the others go on. It writes ``benchmarks/results/runs/outside/<factory>.json`` (the compare
+report plus ``run`` and ``row``, or ``{"error", "run"}``), then rebuilds from every row file there
+
+``benchmarks/results/outside_probes.json``
+    ``{command, versions, machine, rows: [{model, file, ops, tvm_default, pytorch, roam, cut, pair,
+    roam_over_cut, below_tvm_default, below_pytorch, plan_seconds, valid, error, meets_bar}]}``
+    (peaks in bytes; ``below_*`` means at or below; ``meets_bar``: valid, at or below tvm-default,
+    within 2% of cut);
+``benchmarks/results/outside_probes.md``
+    the same rows as a Markdown table (also printed).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # the process watcher is families.py's
+from families import watch  # noqa: E402
+
+ROOT = os.path.dirname(HERE)
+RUNS = os.path.join(HERE, "results", "runs", "outside")
+SUMMARY = os.path.join(HERE, "results", "outside_probes.json")
+TABLE = os.path.join(HERE, "results", "outside_probes.md")
+# factory -> file under benchmarks/outside/; the order of the table
+ROWS = {name: "embeddings.py" for name in ("fasttext", "fasttext_offsets", "maxbag", "skipgram", "pointer", "recsys",
+                                           "dlrm", "ncf", "charcnn", "masked_lstm")}
+ROWS.update({name: "layers.py" for name in ("speech_ctc", "seq2seq", "stn", "unfold_vit", "ctc_inside")})
+ROWS.update({name: "activations.py" for name in ("mbv3", "bloom", "tcn", "tcn_wide")})
+ROWS.update({name: "rnns.py" for name in ("rnn_tanh2", "rnn_relu2", "gru_tiny2", "lstm2", "gru2_big")})
+CUT_SLACK = 1.02  # the bar: roam within 2% of the cut lower bound
+
+
+def factory_ref(name: str) -> str:
+    """``benchmarks/outside/<file>:<factory>`` for ``roam-tvm compare --model``."""
+    return f"benchmarks/outside/{ROWS[name]}:{name}"
+
+
+def compare_command(name: str, json_path: str) -> list[str]:
+    return [sys.executable, "-m", "roam_tvm", "compare", "--model", factory_ref(name), "--optimizer", "adam",
+            "--planners", "tvm-default", "pytorch", "roam", "--quiet", "--json", json_path]
+
+
+def _number(x) -> float | None:
+    """A byte figure, also from a ``{"peak_bytes": ...}`` bound; None if missing or not positive."""
+    if isinstance(x, dict):
+        x = x.get("peak_bytes")
+    return x if isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 else None
+
+
+def summary_row(name: str, report: dict | None, error: str | None = None) -> dict:
+    """One summary row from a compare report (None when the run gave none) and the run's error.
+
+    A report missing roam's peak or the cut bound gets ``error`` naming what is missing and
+    ``None`` for the flags it cannot decide.
+    """
+    report = report or {}
+    planners = report.get("planners") or {}
+    peaks = {k: _number((planners.get(k) or {}).get("peak_bytes")) for k in ("tvm-default", "pytorch", "roam")}
+    bounds = report.get("lower_bounds") or {}
+    cut, roam = _number(bounds.get("cut")), peaks["roam"]
+    if error is None and report:
+        missing = [what for what, v in (("roam peak_bytes", roam), ("lower_bounds.cut", cut)) if v is None]
+        error = f"report lacks {', '.join(missing)}" if missing else None
+    elif error is None:
+        error = "no compare report"
+    valid = (planners.get("roam") or {}).get("valid")
+    row = {"model": name, "file": f"benchmarks/outside/{ROWS.get(name, '?')}", "ops": report.get("ops"),
+           "tvm_default": peaks["tvm-default"], "pytorch": peaks["pytorch"], "roam": roam, "cut": cut,
+           "pair": _number(bounds.get("pair")), "roam_over_cut": roam / cut if roam and cut else None,
+           "below_tvm_default": None if roam is None or peaks["tvm-default"] is None else roam <= peaks["tvm-default"],
+           "below_pytorch": None if roam is None or peaks["pytorch"] is None else roam <= peaks["pytorch"],
+           "plan_seconds": (planners.get("roam") or {}).get("plan_seconds"),
+           "valid": valid if isinstance(valid, bool) else None, "error": error}
+    row["meets_bar"] = bool(row["valid"] and row["below_tvm_default"] and row["roam_over_cut"] is not None
+                            and row["roam_over_cut"] <= CUT_SLACK)
+    return row
+
+
+def _ratio(a, b) -> str:
+    return f"{a / b:.3f}" if a and b else "-"
+
+
+def _bytes(x) -> str:
+    return f"{x:,}" if x else "-"
+
+
+def markdown(rows: list[dict]) -> str:
+    """The summary rows as a Markdown table (bytes; roam/cut, roam/tvm-default, roam/pytorch)."""
+    lines = ["| model | file | ops | tvm-default B | pytorch B | roam B | cut B | roam/cut | vs tvm-default "
+             "| vs pytorch | roam plan s | valid | bar |", "|" + "---|" * 13]
+    for r in rows:
+        bar = "yes" if r["meets_bar"] else ("no" if not r["error"] else f"no: {r['error'][:80]}")
+        lines.append(f"| {r['model']} | {os.path.basename(r['file'])} | {r['ops'] or '-'} | {_bytes(r['tvm_default'])} "
+                     f"| {_bytes(r['pytorch'])} | {_bytes(r['roam'])} | {_bytes(r['cut'])} "
+                     f"| {'-' if r['roam_over_cut'] is None else format(r['roam_over_cut'], '.4f')} "
+                     f"| {_ratio(r['roam'], r['tvm_default'])} | {_ratio(r['roam'], r['pytorch'])} "
+                     f"| {'-' if r['plan_seconds'] is None else format(r['plan_seconds'], '.1f')} "
+                     f"| {r['valid']} | {bar} |")
+    return "\n".join(lines) + "\n"
+
+
+def run_row(name: str, timeout: float, max_rss_gb: float, out: str) -> dict:
+    """Run one row's compare, write ``<out>/<name>.json`` and return it."""
+    os.makedirs(out, exist_ok=True)
+    final = os.path.join(out, f"{name}.json")
+    with tempfile.TemporaryDirectory(prefix="roam_outside_") as tmp:
+        report_path = os.path.join(tmp, "report.json")
+        log_path = os.path.join(tmp, "log.txt")
+        run = watch(compare_command(name, report_path), timeout, int(max_rss_gb * 2**30), log_path)
+        run["command"] = run["command"].replace(report_path, os.path.relpath(final, ROOT))
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            tail = f.read().replace("\r", "\n")[-1500:]
+        if run["stopped"] or run["returncode"] != 0 or not os.path.exists(report_path):
+            result = {"model": factory_ref(name), "error": run["stopped"] or tail or f"exit {run['returncode']}",
+                      "run": run}
+            result["row"] = summary_row(name, None, result["error"])
+        else:
+            with open(report_path, encoding="utf-8") as f:
+                result = json.load(f)
+            result.update(run=run, row=summary_row(name, result))
+    with open(final, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
+def write_summary(command: str, out: str, summary: str, table: str) -> list[dict]:
+    """Rebuild the summary JSON and Markdown table from every row file in ``out``."""
+    rows, versions, machine = [], None, None
+    for name in ROWS:
+        path = os.path.join(out, f"{name}.json")
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            result = json.load(f)
+        rows.append(result["row"])
+        versions, machine = versions or result.get("versions"), machine or result.get("machine")
+    with open(summary, "w", encoding="utf-8") as f:
+        json.dump({"command": command, "versions": versions, "machine": machine, "rows": rows}, f, indent=1)
+    text = markdown(rows)
+    with open(table, "w", encoding="utf-8") as f:
+        f.write(f"Outside models, `{command}` (one `roam-tvm compare` per row; bytes).\n\n{text}")
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="*", default=list(ROWS), help=f"rows to run (default all: {', '.join(ROWS)})")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds before a row is stopped")
+    ap.add_argument("--max-rss-gb", type=float, default=8.0, help="resident GiB before a row is stopped")
+    ap.add_argument("--out", default=RUNS, help="folder of the per-row JSONs")
+    ap.add_argument("--summary", default=SUMMARY)
+    ap.add_argument("--table", default=TABLE)
+    args = ap.parse_args(argv)
+    unknown = [m for m in args.models if m not in ROWS]
+    if unknown:
+        ap.error(f"unknown row(s) {unknown}; valid: {', '.join(ROWS)}")
+    if args.timeout <= 0 or args.max_rss_gb <= 0:
+        ap.error("--timeout and --max-rss-gb must be above 0")
+    command = "python benchmarks/outside_probes.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    for name in args.models:
+        row = run_row(name, args.timeout, args.max_rss_gb, args.out)["row"]
+        print(f"{name}: {row['error'] or 'roam/cut %.4f, meets bar %s' % (row['roam_over_cut'], row['meets_bar'])}",
+              flush=True)
+        write_summary(command.strip(), args.out, args.summary, args.table)  # after each row: a stopped run keeps them
+    rows = write_summary(command.strip(), args.out, args.summary, args.table)
+    print(markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
