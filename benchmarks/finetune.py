@@ -10,25 +10,25 @@ them, so the step keeps far less than full training::
     roam-tvm compare --model benchmarks/finetune.py:head_only --optimizer adam ...
     roam-tvm compare --model benchmarks/finetune.py:last_block_and_head --optimizer adam ...
 
-Measured (target cuda, planned, not run; MiB):
+Measured (target cuda, planned, not run; MiB; re-planned 2026-11-27, with attention probabilities
+redone in the backward):
 
     trainable               always live  tvm-default  roam   cut    pytorch (simulated)
-    everything                     67.1        385.8  317.3  317.3  462.2
-    last block + head              28.4        104.8   78.5   78.5  103.4
+    everything                     67.1        369.5  271.2  271.2  462.2
+    last block + head              28.4         98.5   72.5   72.5  103.4
     head only                      22.4         46.4   44.4   44.4   58.4
 
 The same model, everything trainable, by precision (``python benchmarks/finetune.py``:
 Python API, ``from_torch(..., precision=...)``; MiB)::
 
     precision            always live  tvm-default  roam   cut
-    fp32                        67.1        385.8  317.3  317.3
-    bf16 (pure)                 33.6        253.8  234.8  230.8
-    bf16-amp                    67.1        389.5  325.3  325.3
+    fp32                        67.1        369.5  271.2  271.2
+    bf16 (pure)                 33.5        178.0  139.7  135.7
+    bf16-amp                    67.1        309.0  187.3  187.3
 
-AMP keeps fp32 master weights and Adam states (same always-live bytes as fp32) and, as
-PyTorch's CPU autocast does, runs softmax, norms and the loss in fp32: the attention
-probabilities are saved in fp32 for softmax's backward *and* in bf16 for the next matmul's,
-so at this size (attention-heavy, small weights) its peak is 2.5 % above fp32's.
+AMP keeps fp32 master weights and Adam states (same always-live bytes as fp32); with the
+attention probabilities no longer kept and saved activations cast again in the backward
+rather than kept in both precisions, its peak is 31% below fp32's.
 """
 import torch
 from transformers import GPT2Config, GPT2Model
