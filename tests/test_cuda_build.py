@@ -78,8 +78,18 @@ class _KernelAudit:
                  else self.host_funcs).add(gvar.name_hint)
 
 
+def _outside_spec(ref):
+    """A model from ``benchmarks/outside/`` (``file.py:factory``), outside the zoo."""
+    from pathlib import Path
+
+    from roam_tvm.zoo import load_factory
+
+    return load_factory(f"{Path(__file__).resolve().parents[1] / 'benchmarks' / 'outside'}/{ref}")
+
+
 def _cuda_build(name, planner_on):
-    spec = _family_spec(name) if name in FAMILIES else get_model(name, small=True)
+    spec = (_family_spec(name) if name in FAMILIES else _outside_spec(name) if ".py:" in name
+            else get_model(name, small=True))
     ts = from_torch(spec.model, spec.example_inputs, spec.targets, loss=spec.loss,
                     optimizer=optimizer_from_config(spec.optimizer))
     audit = _KernelAudit()
@@ -152,3 +162,18 @@ def test_cuda_build_whole_zoo(name, planner_on, tmp_path):
 @pytest.mark.parametrize("name", FAMILIES)
 def test_cuda_build_breadth_models(name, tmp_path):
     _build_and_compile(name, tmp_path, planner_on=True)
+
+
+# kernels the outside models brought in: EmbeddingBag (max mode: a masked scatter), a gather of
+# four neighbours (grid_sample), and CTC's unrolled log-space recursion
+OUTSIDE_FAST = ["embeddings.py:maxbag", "layers.py:stn"]
+
+
+@pytest.mark.parametrize("name", OUTSIDE_FAST)
+def test_cuda_build_outside_models(name, tmp_path):
+    _build_and_compile(name, tmp_path / "m", planner_on=True)
+
+
+@pytest.mark.slow
+def test_cuda_build_ctc_model(tmp_path):
+    _build_and_compile("layers.py:speech_ctc", tmp_path / "m", planner_on=True)
