@@ -11,12 +11,9 @@ import torch
 from torch import nn
 from torch.nn.utils.parametrizations import weight_norm
 
+from roam_tvm.zoo.families import CausalLM, _gen  # seeded weights and data, as the families
+
 F = nn.functional
-
-
-def _gen(seed: int = 0) -> torch.Generator:
-    torch.manual_seed(seed)  # the weights
-    return torch.Generator().manual_seed(seed)  # the data
 
 
 def _make_div(v: float, d: int = 8) -> int:
@@ -82,17 +79,6 @@ def mbv3():
     """MobileNetV3-small-like (hardswish, SE with hardsigmoid), 8 images of 3x64x64."""
     g = _gen()
     return MobileNetV3Small(), (torch.randn(8, 3, 64, 64, generator=g),), (torch.randint(0, 10, (8,), generator=g),)
-
-
-class CausalLM(nn.Module):
-    """A Hugging Face causal LM whose ``forward(input_ids)`` returns the logits."""
-
-    def __init__(self, hf):
-        super().__init__()
-        self.hf = hf
-
-    def forward(self, input_ids):
-        return self.hf(input_ids=input_ids, use_cache=False).logits
 
 
 def bloom():

@@ -9,10 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-
-def _gen(seed: int = 0) -> torch.Generator:
-    torch.manual_seed(seed)  # the weights
-    return torch.Generator().manual_seed(seed)  # the data
+from roam_tvm.zoo.families import _gen  # seeded weights and data, as the families
 
 
 class FastText(nn.Module):

@@ -10,12 +10,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from roam_tvm.zoo.families import _gen  # seeded weights and data, as the families
+
 F = nn.functional
-
-
-def _gen(seed: int = 0) -> torch.Generator:
-    torch.manual_seed(seed)  # the weights
-    return torch.Generator().manual_seed(seed)  # the data
 
 
 def _ctc(log_probs, targets, input_lengths, target_lengths):
