@@ -10,12 +10,14 @@ the row log-sum-exp. Here the backward recomputes ``P`` from what it keeps anywa
 small or constant tensor.
 
 Which forward values are redone. A forward value ``v`` that the backward reads is
-*recomputable* when its op is one of :data:`RECOMPUTABLE_OPS` and each operand is a constant,
-a function parameter, a value the backward reads and does not recompute (so it is kept
-anyway), or itself recomputable; and its recipe contains a ``softmax``. Only such values are
-redone: a recipe never needs a tensor that would not be alive in the backward anyway, so the
-step keeps strictly less, and the only added work is the recipe (one ``Q Kᵀ`` matmul and a
-few elementwise ops per attention; fused SDPA pays the same). The recomputed ``P`` is the
+*recomputable* when its op is one of :data:`RECOMPUTABLE_OPS` or index arithmetic (an integer
+or boolean result), each operand is a constant, a function parameter, a value the backward
+reads and does not recompute (so it is kept anyway), a mask computed from constants alone, or
+itself recomputable; and its recipe contains a ``softmax``. Only such values are redone. A
+recipe needs no tensor the backward would not hold anyway except such a mask, kept instead of
+redone: one tensor shared by every layer, at most ``1/heads`` of one ``P``, so the step keeps
+less as soon as one ``P`` is dropped. The only added work is the recipe (one ``Q Kᵀ`` matmul
+and a few elementwise ops per attention; fused SDPA pays the same). The recomputed ``P`` is the
 same kernels on the same inputs: bit-identical values.
 
 Each recomputable value is emitted once, just before the first backward binding that reads
