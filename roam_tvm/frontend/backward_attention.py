@@ -31,7 +31,7 @@ from typing import Dict, Set
 import tvm
 from tvm import relax
 
-from .backward_casts import backward_vars, reads
+from .backward_redo import backward_vars, reads, redo_in_backward
 from .relax_walk import bindings
 
 __all__ = ["recompute_attention_in_backward", "RECOMPUTABLE_OPS", "MAX_MATMULS"]
@@ -163,44 +163,11 @@ def _recomputable(func: relax.Function, backward: Set[relax.Var]) -> Set[relax.V
     return out
 
 
-@relax.expr_functor.mutator
-class _RecomputeInBackward(relax.PyExprMutator):
-    def __init__(self, func: relax.Function, redo: Set[relax.Var], backward: Set[relax.Var]):
-        super().__init__()
-        self.redo = redo
-        self.backward = backward
-        self.defs = {b.var: b.value for b in bindings(func) if b.var in redo}
-        self.fresh: Dict[relax.Var, relax.Var] = {}
-
-    def _emit(self, v: relax.Var) -> relax.Var:
-        if v not in self.fresh:
-            call = self.defs[v]
-            args = [self._arg(a) for a in call.args]
-            self.fresh[v] = self.builder_.emit(relax.Call(call.op, args, call.attrs, call.ty_args),
-                                               name_hint=v.name + "_bwd")
-            # every later backward read of v, not only the one that asked, uses the copy
-            self.set_var_remap(v, self.fresh[v])
-        return self.fresh[v]
-
-    def _arg(self, a: relax.Expr) -> relax.Expr:
-        if isinstance(a, relax.Tuple):  # concat's operands (index grids)
-            return relax.Tuple([self._arg(f) for f in a.fields])
-        if isinstance(a, relax.Var) and a in self.redo:
-            return self._emit(a)
-        return self.visit_expr(a)
-
-    def visit_var_binding_(self, binding: relax.VarBinding) -> None:
-        if binding.var in self.backward:
-            for v in reads(binding.value):
-                if v in self.redo:
-                    self._emit(v)
-        super().visit_var_binding_(binding)
-
-
 def recompute_attention_in_backward(func: relax.Function) -> relax.Function:
     """``func`` whose backward redoes attention probabilities instead of keeping them."""
     backward = backward_vars(func)
     redo = _recomputable(func, backward) if backward else set()
     if not redo:
         return func
-    return _RecomputeInBackward(func, redo, backward).visit_expr(func)
+    # one shared copy: P is a big tensor, read by two gradients
+    return redo_in_backward(func, redo, redo, shared=True, backward=backward)

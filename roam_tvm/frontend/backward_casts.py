@@ -19,11 +19,12 @@ The backward is the part of ``Gradient``'s output from its first adjoint binding
 from __future__ import annotations
 
 import re
-from typing import Dict, Set, Tuple
+from typing import Set
 
 import tvm
 from tvm import relax
 
+from .backward_redo import backward_vars, reads, redo_in_backward
 from .relax_walk import bindings
 
 
@@ -33,13 +34,8 @@ def _float_bits(dtype: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-#: How the backward redoes a forward value: its source and the ops applied to it in turn,
-#: ``("astype", dtype)`` then any ``("reshape", shape)``.
-Recipe = Tuple[relax.Var, Tuple[Tuple[str, object], ...]]
-
-
-def _recastable(func: relax.Function, backward: Set[relax.Var]) -> Dict[relax.Var, Recipe]:
-    """Forward float casts ``y = astype(x, dtype)`` (and reshapes of them) the backward may redo.
+def _recastable(func: relax.Function, backward: Set[relax.Var]) -> Set[relax.Var]:
+    """Forward float casts ``y = astype(x, dtype)`` (and reshapes of them) the backward redoes.
 
     An upcast always (``x`` is the smaller); a downcast when the backward reads ``x`` itself
     too, so ``x`` is kept anyway (softmax in float32, its bfloat16 copy for the next matmul).
@@ -50,7 +46,7 @@ def _recastable(func: relax.Function, backward: Set[relax.Var]) -> Dict[relax.Va
     for b in bindings(func):
         if b.var in backward:
             read_in_backward |= reads(b.value)
-    out: Dict[relax.Var, Recipe] = {}
+    out: Set[relax.Var] = set()
     for b in bindings(func):
         value = b.value
         if b.var in backward or not isinstance(value, relax.Call) or not isinstance(value.op, tvm.ir.Op):
@@ -59,8 +55,7 @@ def _recastable(func: relax.Function, backward: Set[relax.Var]) -> Dict[relax.Va
         if not isinstance(arg, relax.Var):
             continue
         if value.op.name == "relax.reshape" and arg in out:
-            src, steps = out[arg]
-            out[b.var] = (src, steps + (("reshape", value.args[1]),))
+            out.add(b.var)
             continue
         if value.op.name != "relax.astype":
             continue
@@ -70,51 +65,8 @@ def _recastable(func: relax.Function, backward: Set[relax.Var]) -> Dict[relax.Va
         if not (_float_bits(frm) and _float_bits(to)) or frm == to:
             continue
         if _float_bits(frm) < _float_bits(to) or arg in read_in_backward:
-            out[b.var] = (arg, (("astype", to),))
-    return out
-
-
-def backward_vars(func: relax.Function) -> Set[relax.Var]:
-    """Binding vars from the first ``*_adjoint`` binding on."""
-    out: Set[relax.Var] = set()
-    seen = False
-    for b in bindings(func):
-        seen = seen or b.var.name.endswith("_adjoint")
-        if seen:
             out.add(b.var)
     return out
-
-
-def reads(expr) -> Set[relax.Var]:
-    found: Set[relax.Var] = set()
-    relax.analysis.post_order_visit(expr, lambda n: found.add(n) if isinstance(n, relax.Var) else None)
-    return found
-
-
-@relax.expr_functor.mutator
-class _BackwardCasts(relax.PyExprMutator):
-    def __init__(self, upcasts, backward):
-        super().__init__()
-        self.upcasts = upcasts
-        self.backward = backward
-
-    def visit_var_binding_(self, binding: relax.VarBinding) -> None:
-        used = [v for v in reads(binding.value) if v in self.upcasts] \
-            if binding.var in self.backward else []
-        if not used:
-            super().visit_var_binding_(binding)
-            return
-        saved = {v: self.get_var_remap(v) for v in used}
-        for v in used:
-            src, steps = self.upcasts[v]
-            fresh = self.visit_expr(src)
-            for kind, arg in steps:
-                op = relax.op.astype(fresh, arg) if kind == "astype" else relax.op.reshape(fresh, arg)
-                fresh = self.builder_.emit(op, name_hint=v.name + "_bwd")
-            self.set_var_remap(v, fresh)
-        super().visit_var_binding_(binding)
-        for v, old in saved.items():
-            self.set_var_remap(v, old if old is not None else v)
 
 
 def recompute_upcasts_in_backward(func: relax.Function) -> relax.Function:
@@ -123,4 +75,5 @@ def recompute_upcasts_in_backward(func: relax.Function) -> relax.Function:
     upcasts = _recastable(func, backward)
     if not backward or not upcasts:
         return func
-    return _BackwardCasts(upcasts, backward).visit_expr(func)
+    # one copy per reading binding: FuseOps folds the cast into the reader's kernel
+    return redo_in_backward(func, upcasts, upcasts, shared=False, backward=backward)

@@ -30,7 +30,7 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from .backward_casts import backward_vars, reads
+from .backward_redo import backward_vars, reads, redo_in_backward
 from .relax_shapes import scalar_value
 from .relax_walk import bindings
 
@@ -132,38 +132,6 @@ def _to_redo(func: relax.Function, backward: Set[relax.Var],
     return out
 
 
-@relax.expr_functor.mutator
-class _Redo(relax.PyExprMutator):
-    def __init__(self, root, redo, defs, backward):
-        super().__init__()
-        self.root, self.redo, self.defs, self.backward = root, redo, defs, backward
-
-    def _fresh(self, v: relax.Var, made: Dict[relax.Var, relax.Expr]) -> relax.Expr:
-        if v not in self.root:  # the root itself
-            return self.visit_expr(v)
-        if v not in made:
-            value = self.defs[v]
-            args = [self._fresh(a, made) if isinstance(a, relax.Var) else a
-                    for a in value.args]
-            made[v] = self.builder_.emit(relax.Call(value.op, args, value.attrs, value.ty_args),
-                                         name_hint=v.name + "_bwd")
-        return made[v]
-
-    def visit_var_binding_(self, binding: relax.VarBinding) -> None:
-        used = [v for v in reads(binding.value) if v in self.redo] \
-            if binding.var in self.backward else []
-        if not used:
-            super().visit_var_binding_(binding)
-            return
-        made: Dict[relax.Var, relax.Expr] = {}
-        saved = {v: self.get_var_remap(v) for v in used}
-        for v in used:
-            self.set_var_remap(v, self._fresh(v, made))
-        super().visit_var_binding_(binding)
-        for v, old in saved.items():
-            self.set_var_remap(v, old if old is not None else v)
-
-
 def recompute_elementwise_in_backward(func: relax.Function) -> relax.Function:
     """``func`` (an adjoint) with backward reads of cheap elementwise values redone from
     their root where that keeps fewer bytes (see the module docstring)."""
@@ -174,5 +142,5 @@ def recompute_elementwise_in_backward(func: relax.Function) -> relax.Function:
     redo = _to_redo(func, backward, root)
     if not redo:
         return func
-    defs = {b.var: b.value for b in bindings(func)}
-    return _Redo(root, redo, defs, backward).visit_expr(func)
+    # a fresh copy per reading binding, redone from the root (FuseOps folds it into the reader)
+    return redo_in_backward(func, redo, set(root), shared=False, backward=backward)
