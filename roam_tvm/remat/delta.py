@@ -57,7 +57,7 @@ class Move:
     late_last: int
 
 
-def plan_move(ctx: Context, r: int, s: int, chain: bool) -> Move | None:
+def plan_move(ctx: Context, r: int, s: int, chain: int) -> Move | None:
     """The copies :func:`split` would make (same rules; None when it returns None)."""
     st, lv = ctx.st, ctx.lv
     ps = lv.users.get(r, [])
@@ -81,7 +81,7 @@ def plan_move(ctx: Context, r: int, s: int, chain: bool) -> Move | None:
             v = ctx.version(y, at)
             if v is None:
                 return None
-            if chain and ctx.dead_at(v, at):
+            if ctx.rechain(v, at, r, chain):
                 j = recompute(v)
                 if j is None:
                     return None

@@ -9,8 +9,12 @@ the producer, the latest *version* of that value (the original or an earlier
 recomputation) made before the insertion point, which may extend that
 version's life; the new state's simulated peak accounts for it. With
 ``chain``, a version that is dead at the insertion point is recomputed too,
-recursively (a whole segment recomputed from a checkpoint). Views of ``r``
-used late are redirected or copied with it (they are free).
+recursively (a whole segment recomputed from a checkpoint). With
+``chain=LEAN`` only the dead versions at least ``1/LEAN_RATIO`` of ``r``'s
+size are recomputed; smaller ones (a batch norm's per-channel variance, read
+off the whole activation) are kept alive until the copy instead: holding a
+few bytes longer is cheaper than re-reading the activation they summarise.
+Views of ``r`` used late are redirected or copied with it (they are free).
 
 Only pure ops are copied: ``kind == "compute"``, a single output, no in-place
 writes, no control dependencies. A copy never reads a storage at a position
@@ -26,7 +30,14 @@ import numpy as np
 from ..graph.model import Op
 from .state import Liveness, State, op_edges
 
-__all__ = ["Context", "split", "splittable"]
+__all__ = ["Context", "split", "splittable", "CHAIN_MODES", "LEAN", "LEAN_RATIO"]
+
+#: Chain mode that recomputes only the dead inputs worth it (see the module docstring).
+LEAN = 2
+#: Under ``LEAN``, a dead version smaller than ``size(r) / LEAN_RATIO`` is kept alive, not recomputed.
+LEAN_RATIO = 64
+#: The modes a planner tries per candidate: plain, chained, lean-chained.
+CHAIN_MODES = (0, 1, LEAN)
 
 
 class Context:
@@ -75,6 +86,13 @@ class Context:
         ps = self.lv.users.get(v, [])
         return bool(ps) and ps[-1] < at
 
+    def rechain(self, v: int, at: int, r: int, chain: int) -> bool:
+        """A chained move recomputes version ``v`` (dead at ``at``) rather than reading it."""
+        if not chain or not self.dead_at(v, at):
+            return False
+        # Lean: a small dead input is held, not re-derived from the large tensor it summarises.
+        return chain != LEAN or self.st.tensors[v].size * LEAN_RATIO >= self.st.tensors[r].size
+
 
 def _pure(op: Op) -> bool:
     return op.kind == "compute" and len(op.outputs) == 1 and not op.inplace and not op.after
@@ -95,7 +113,7 @@ def splittable(ctx: Context, r: int) -> bool:
     return True
 
 
-def split(ctx: Context, r: int, s: int, costs: list[float], chain: bool = False) -> State | None:
+def split(ctx: Context, r: int, s: int, costs: list[float], chain: int = 0) -> State | None:
     """Recompute ``r`` for its users after position ``s`` (see the module docstring).
 
     Returns None when the move is not possible (no late or no early user, or
@@ -138,7 +156,7 @@ def split(ctx: Context, r: int, s: int, costs: list[float], chain: bool = False)
                 v = ctx.version(y, at)
                 if v is None:
                     return None
-                if chain and ctx.dead_at(v, at):
+                if ctx.rechain(v, at, r, chain):
                     v = recompute(v)
                     if v is None:
                         return None

@@ -5,9 +5,10 @@ Method: one greedy path, cut by the budget
 Start from the unbudgeted step (``g`` in roam's order, no copies). At each
 step, every root live across a peak step but not used there is a candidate
 for :func:`~roam_tvm.remat.moves.split` (recompute it for its users after that
-step), once plainly and once *chained* (inputs dead at the insertion point are
+step), once plainly, once *chained* (inputs dead at the insertion point are
 recomputed too, which is what lets the path reach full recomputation of a
-chain). Each candidate is simulated exactly; a candidate *improves* when it
+chain) and once *lean-chained* (only the large dead inputs are recomputed;
+small ones such as a batch norm's statistics are held until the copy). Each candidate is simulated exactly; a candidate *improves* when it
 lowers ``(peak, number of steps at the peak)`` lexicographically. Among the
 improving ones, the one lowering the peak most per unit of added cost is
 taken; when none lowers the peak, the cheapest one that removes a peak step.
@@ -48,7 +49,7 @@ from .cost import COST_MODELS, op_costs
 from .floor import BudgetError, Floor, always_live_parts, lower_bound
 from .delta import Frame, move_peak, plan_move
 from .inplace import InplaceModel
-from .moves import Context, split, splittable
+from .moves import CHAIN_MODES, LEAN, Context, split, splittable
 from .state import State, initial_state, interval_arrays, liveness
 
 __all__ = ["RematPlan", "RematPlanner", "plan_remat"]
@@ -172,10 +173,13 @@ class RematPlanner:
         fr = Frame(ctx, arr["first"], arr["last"], arr["size"], arr["alloc"], arr["ws"], lv.profile, arr["pos"])
         best_key, best = None, None
         n_peak = len(lv.at_peak)
-        for (r, s), chain in ((c, ch) for c in self._candidates(ctx) for ch in (False, True)):
+        full = None  # the chained move of the current candidate (a lean one equal to it is skipped)
+        for (r, s), chain in ((c, ch) for c in self._candidates(ctx) for ch in CHAIN_MODES):
             mv = plan_move(ctx, r, s, chain)
-            if mv is None or (chain and len(mv.src) == 1):
-                continue  # a chain that copies one op is the plain move again
+            if chain == 1:
+                full = None if mv is None else mv.src
+            if mv is None or (chain and len(mv.src) == 1) or (chain == LEAN and mv.src == full):
+                continue  # a chain that copies one op is the plain move again; a lean one, the chain
             pk, cnt = move_peak(fr, mv, arr["base"])
             if (pk, cnt) >= (lv.peak, n_peak):
                 continue
