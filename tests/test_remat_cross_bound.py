@@ -1,0 +1,59 @@
+"""The order-free lower bound on recomputation overhead (roam_tvm.remat.cross_bound).
+
+It must never exceed what a plan reaches (here: the planner's plans, over 20
+budgets on random training graphs, with and without in-place writes), and it
+must be tight where the answer is known by hand.
+"""
+from __future__ import annotations
+
+import pytest
+from test_remat import GRAPHS, _chain
+from test_remat_inplace import equal_size_pairs
+
+from roam_tvm.remat import RematPlanner
+from roam_tvm.remat.cross_bound import CrossingBound
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+@pytest.mark.parametrize("i", range(len(GRAPHS)))
+def test_bound_never_exceeds_a_plan(i, inplace):
+    g = GRAPHS[i]()
+    pairs = equal_size_pairs(g, 3) if inplace else None
+    planner = RematPlanner(g, inplace=pairs)
+    xb = CrossingBound(g, planner.costs, "bytes", planner.inplace)
+    top, fl = planner.unbudgeted_peak, planner.floor().bytes
+    positive = 0
+    for k in range(20):
+        b = fl + (top - fl) * k // 19
+        plan = planner.plan(b)
+        same, anyk = xb.overhead(b), xb.overhead(b, "any_kernel")
+        assert same is not None and anyk is not None
+        assert anyk <= same + 1e-12  # a producer run writes at least the bytes it makes again
+        assert same <= plan.overhead + 1e-12, (k, same, plan.overhead)
+        positive += same > 0
+    assert positive or i >= 4  # on training graphs (not the plain DAGs) it says something below the top
+    assert xb.overhead(top) == 0.0
+
+
+def test_bound_is_tight_on_a_chain():
+    # Budget one activation below the unbudgeted peak: some activation must be made
+    # again, the cheapest is one forward op, and the planner pays exactly that.
+    act, param = 4096, 1024
+    g = _chain(n=6, act=act, param=param)
+    planner = RematPlanner(g)
+    xb = CrossingBound(g, planner.costs, "bytes")
+    b = planner.unbudgeted_peak - act
+    plan = planner.plan(b)
+    fwd = 2 * act + param  # reads an activation and its weight, writes one activation
+    assert plan.cost == fwd
+    assert xb.overhead(b) == pytest.approx(fwd / sum(planner.costs))
+    assert xb.overhead(b, "any_kernel") == pytest.approx(act / sum(planner.costs))
+
+
+def test_bound_says_none_below_the_largest_op():
+    g = _chain(n=4)
+    planner = RematPlanner(g)
+    xb = CrossingBound(g, planner.costs, "bytes")
+    assert xb.overhead(planner.lower_bound - 1) is None
+    with pytest.raises(ValueError, match="kind"):
+        xb.overhead(planner.unbudgeted_peak, "fused")
