@@ -57,3 +57,24 @@ def test_bound_says_none_below_the_largest_op():
     assert xb.overhead(planner.lower_bound - 1) is None
     with pytest.raises(ValueError, match="kind"):
         xb.overhead(planner.unbudgeted_peak, "fused")
+
+
+def test_private_inputs_make_the_bound_tight_for_batch_norm_relu():
+    # Freeing one ReLU output means running the ReLU again, and the batch-norm output it
+    # reads (read by nothing else, dead by then) must be made again too: the bound counts
+    # both, which is exactly what the planner pays (a lean chain: norm + relu).
+    from test_remat_lean import ACT, _bn_relu
+
+    g = _bn_relu(3)
+    planner = RematPlanner(g, cost_model="roofline")
+    xb = CrossingBound(g, planner.costs, "roofline")
+    b = planner.unbudgeted_peak - ACT
+    plan = planner.plan(b)
+    names = {g.ops[o].name.rstrip("0123456789") for o in plan.source.values()}
+    assert {"norm", "relu"} <= names and "conv" not in names  # (plus a rsqrt of a few bytes)
+    cost = {op.name: planner.costs[op.id] for op in g.ops}
+    pair = (cost["norm0"] + cost["relu0"]) / sum(planner.costs)
+    assert xb.overhead(b) == pytest.approx(pair, rel=1e-3)  # (the excess is ACT less a few stat bytes)
+    assert xb.overhead(b) <= plan.overhead
+    assert pair <= plan.overhead < pair * 1.001
+    assert xb.overhead(b) > cost["relu0"] / sum(planner.costs) * 1.5  # the ReLU alone is not enough

@@ -20,7 +20,14 @@ Making a root again costs:
 * ``same_kernels``: at least one run of its producer, the rule recomputation
   follows here (the same kernels on the same inputs). The least cost of
   freeing ``E`` bytes is then a fractional knapsack over the producers of
-  ``C(o)``, cheapest per byte first;
+  ``C(o)``, cheapest per byte first. A producer's *private* inputs (roots
+  read by that producer alone, such as the batch-norm output a ReLU reads,
+  dead at ``o``) must then exist again too: either held across ``o`` (the
+  producer frees only its bytes beyond theirs) or made again by their own
+  producers (their cost added). Each option is an item (the first frees
+  ``b - y`` at the producer's cost, the second ``y`` more at theirs; when
+  ``b <= y`` one item frees ``b`` at both costs). Taking the second without
+  the first only loosens the bound;
 * ``any_kernel``: at least the bytes written, ``E / bandwidth`` under the
   roofline (or ``E`` under the bytes model), even for a kernel fused to skip
   every intermediate.
@@ -90,6 +97,7 @@ class CrossingBound:
         pinned = g.pinned_to_end
         read_later |= np.array([int(r) in pinned for r in roots], dtype=bool)  # returned: read at the end
         cross = anc[:, prod] & read_later
+        self.private = _private_inputs(g, updated, costs)
         base = float(g.always_live_bytes)
         self.fixed = np.zeros(n)
         self.items: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per op: sorted cum sizes, costs
@@ -104,16 +112,26 @@ class CrossingBound:
                     c[index[r]] = False
             self.items.append(self._knapsack(size[c], prod[c], costs))
 
-    @staticmethod
-    def _knapsack(size: np.ndarray, prod: np.ndarray, costs: Sequence[float]):
-        """Crossing bytes per producer, cheapest per byte first: (cumulative bytes, cumulative cost, total)."""
+    def _knapsack(self, size: np.ndarray, prod: np.ndarray, costs: Sequence[float]):
+        """Items (bytes, cost) per producer of crossing roots, cheapest per byte first:
+        (cumulative bytes, cumulative cost, crossing bytes)."""
         if not len(size):
             return np.zeros(1), np.zeros(1), 0.0
         ps, inv = np.unique(prod, return_inverse=True)
-        b = np.bincount(inv, weights=size)
-        c = np.array([float(costs[p]) for p in ps])
+        bs = np.bincount(inv, weights=size)
+        items: list[tuple[float, float]] = []
+        for p, b in zip(ps.tolist(), bs.tolist()):
+            y, cy = self.private.get(p, (0.0, 0.0))
+            if b > y:
+                items.append((b - y, float(costs[p])))  # private inputs held across o
+                if y:
+                    items.append((y, cy))  # ... or made again
+            else:
+                items.append((b, float(costs[p]) + cy))
+        b = np.array([i[0] for i in items])
+        c = np.array([i[1] for i in items])
         k = np.argsort(c / b, kind="stable")
-        return np.concatenate([[0.0], np.cumsum(b[k])]), np.concatenate([[0.0], np.cumsum(c[k])]), float(b.sum())
+        return np.concatenate([[0.0], np.cumsum(b[k])]), np.concatenate([[0.0], np.cumsum(c[k])]), float(bs.sum())
 
     def overhead(self, budget: int, kind: str = "same_kernels") -> float | None:
         """Least overhead (fraction of the step) any plan with peak ``<= budget`` has; None: none fits.
@@ -139,3 +157,22 @@ class CrossingBound:
                 cost = cc[j - 1] + frac * (cc[j] - cc[j - 1])
             best = max(best, cost)
         return best / self.step_cost if self.step_cost else 0.0
+
+
+def _private_inputs(g: Graph, updated: set, costs: Sequence[float]) -> dict[int, tuple[float, float]]:
+    """Op -> (bytes, producers' cost) of its private inputs: allocated roots only it reads
+    (through any alias), made by a compute op, never updated in place, not returned."""
+    readers: dict[int, set[int]] = {}
+    for t in g.tensors:
+        readers.setdefault(g.roots[t.id], set()).update(g.readers[t.id])
+    pinned = g.pinned_to_end
+    out: dict[int, tuple[float, float]] = {}
+    for y in g.allocated:
+        rs = readers.get(y, set())
+        p = g.producer.get(y)
+        if len(rs) != 1 or p is None or y in updated or y in pinned or g.ops[p].kind != "compute":
+            continue
+        (q,) = rs
+        b, c = out.get(q, (0.0, 0.0))
+        out[q] = (b + g.tensors[y].size, c + float(costs[p]))
+    return out
