@@ -14,6 +14,12 @@ recursively (a whole segment recomputed from a checkpoint). With
 size are recomputed; smaller ones (a batch norm's per-channel variance, read
 off the whole activation) are kept alive until the copy instead: holding a
 few bytes longer is cheaper than re-reading the activation they summarise.
+With ``hoist``, a dead input that an earlier move already recomputes for
+later readers (a copy made after the insertion point, all of whose inputs
+exist by then) is not recomputed again: that copy is moved up to the
+insertion point and serves both (re-ordering after recomputation; a conv
+output made again for its batch norm's backward also feeds the ReLU
+recomputed from it just before).
 Views of ``r`` used late are redirected or copied with it (they are free).
 
 Only pure ops are copied: ``kind == "compute"``, a single output, no in-place
@@ -86,6 +92,17 @@ class Context:
         ps = self.lv.users.get(v, [])
         return bool(ps) and ps[-1] < at
 
+    def later_copy(self, v: int, at: int) -> int | None:
+        """The earliest copy op after ``at`` that makes ``v``'s value from tensors made before ``at``."""
+        best, best_pos = None, None
+        for w in self.versions[self.st.origin_t[v]]:
+            h = self.producer.get(w)
+            if h is None or self.st.origin_op[h] == h or self.pos[h] <= at:
+                continue
+            if all(self.made_at(i) < at for i in self.st.ops[h].inputs) and (best is None or self.pos[h] < best_pos):
+                best, best_pos = h, self.pos[h]
+        return best
+
     def rechain(self, v: int, at: int, r: int, chain: int) -> bool:
         """A chained move recomputes version ``v`` (dead at ``at``) rather than reading it."""
         if not chain or not self.dead_at(v, at):
@@ -113,7 +130,8 @@ def splittable(ctx: Context, r: int) -> bool:
     return True
 
 
-def split(ctx: Context, r: int, s: int, costs: list[float], chain: int = 0) -> State | None:
+def split(ctx: Context, r: int, s: int, costs: list[float], chain: int = 0, hoist: bool = False
+          ) -> State | None:
     """Recompute ``r`` for its users after position ``s`` (see the module docstring).
 
     Returns None when the move is not possible (no late or no early user, or
@@ -146,6 +164,7 @@ def split(ctx: Context, r: int, s: int, costs: list[float], chain: int = 0) -> S
         new_ops.append(oid)
 
     fresh: dict[int, int] = {}  # origin -> tensor made by a copy in this move
+    hoisted: list[int] = []  # existing copy ops moved up to ``at``
 
     def recompute(x: int) -> int | None:
         p = st.ops[ctx.producer[x]]
@@ -157,7 +176,13 @@ def split(ctx: Context, r: int, s: int, costs: list[float], chain: int = 0) -> S
                 if v is None:
                     return None
                 if ctx.rechain(v, at, r, chain):
-                    v = recompute(v)
+                    h = ctx.later_copy(v, at) if hoist else None
+                    if h is not None:  # moved up, not made again
+                        hoisted.append(h)
+                        v = st.ops[h].outputs[0]
+                        fresh[st.origin_t[v]] = v
+                    else:
+                        v = recompute(v)
                     if v is None:
                         return None
             ins.append(v)
@@ -196,7 +221,7 @@ def split(ctx: Context, r: int, s: int, costs: list[float], chain: int = 0) -> S
             continue
         ops[u.id] = replace(ops[u.id], inputs=[version_of(x) if lv.root[x] == r else x for x in u.inputs])
         changed.append(u.id)
-    order = st.order[:at] + new_ops + st.order[at:]
+    order = st.order[:at] + hoisted + new_ops + [o for o in st.order[at:] if o not in hoisted]
     added = sum(costs[origin_op[o]] for o in new_ops)
     keep = ~np.isin(st.edge_op, changed)
     eo, et = [], []

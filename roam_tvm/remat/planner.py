@@ -8,7 +8,10 @@ for :func:`~roam_tvm.remat.moves.split` (recompute it for its users after that
 step), once plainly, once *chained* (inputs dead at the insertion point are
 recomputed too, which is what lets the path reach full recomputation of a
 chain) and once *lean-chained* (only the large dead inputs are recomputed;
-small ones such as a batch norm's statistics are held until the copy). Each candidate is simulated exactly; a candidate *improves* when it
+small ones such as a batch norm's statistics are held until the copy). A
+chained move whose dead input an earlier move already recomputes later is
+also tried *hoisting* that copy up to serve both (re-ordering after
+recomputation), its peak counted on the built state. Each candidate is simulated exactly; a candidate *improves* when it
 lowers ``(peak, number of steps at the peak)`` lexicographically. Among the
 improving ones, the one lowering the peak most per unit of added cost is
 taken; when none lowers the peak, the cheapest one that removes a peak step.
@@ -50,7 +53,7 @@ from .floor import BudgetError, Floor, always_live_parts, lower_bound
 from .delta import Frame, move_peak, plan_move
 from .inplace import InplaceModel
 from .moves import CHAIN_MODES, LEAN, Context, split, splittable
-from .state import State, initial_state, interval_arrays, liveness
+from .state import State, initial_state, interval_arrays, liveness, peak_count
 
 __all__ = ["RematPlan", "RematPlanner", "plan_remat"]
 
@@ -180,24 +183,29 @@ class RematPlanner:
                 full = None if mv is None else mv.src
             if mv is None or (chain and len(mv.src) == 1) or (chain == LEAN and mv.src == full):
                 continue  # a chain that copies one op is the plain move again; a lean one, the chain
-            pk, cnt = move_peak(fr, mv, arr["base"])
-            if (pk, cnt) >= (lv.peak, n_peak):
-                continue
-            added = sum(self.costs[st.origin_op[o]] for o in mv.src)
-            if pk < lv.peak:
-                key = (0, -(lv.peak - pk) / max(added, 1e-30), added, r, s, chain)
-            else:
-                key = (1, added, cnt, r, s, chain)
-            if best_key is None or key < best_key:
-                best_key, best = key, (r, s, chain, pk, cnt)
+            options = [(False, *move_peak(fr, mv, arr["base"]),
+                        sum(self.costs[st.origin_op[o]] for o in mv.src))]
+            if mv.hoistable:  # re-ordering: counted on the built state (few such moves)
+                hst = split(ctx, r, s, self.costs, chain, hoist=True)
+                if hst is not None:
+                    options.append((True, *peak_count(hst, st), hst.cost - st.cost))
+            for hoist, pk, cnt, added in options:
+                if (pk, cnt) >= (lv.peak, n_peak):
+                    continue
+                if pk < lv.peak:
+                    key = (0, -(lv.peak - pk) / max(added, 1e-30), added, r, s, chain, hoist)
+                else:
+                    key = (1, added, cnt, r, s, chain, hoist)
+                if best_key is None or key < best_key:
+                    best_key, best = key, (r, s, chain, hoist, pk, cnt)
         if best is None:
             return False
-        r, s, chain, pk, cnt = best
-        nst = split(ctx, r, s, self.costs, chain)
+        r, s, chain, hoist, pk, cnt = best
+        nst = split(ctx, r, s, self.costs, chain, hoist)
         nlv = None if nst is None else liveness(nst, st)
         if nlv is None or (nlv.peak, len(nlv.at_peak)) != (pk, cnt):
             raise RuntimeError(f"remat planner: predicted peak {(pk, cnt)} of moving root {r} at step {s} "
-                               f"(chain={chain}) disagrees with the rebuilt state's "
+                               f"(chain={chain}, hoist={hoist}) disagrees with the rebuilt state's "
                                f"{None if nlv is None else (nlv.peak, len(nlv.at_peak))}")
         self.states.append(nst)
         self.lives.append(nlv)
