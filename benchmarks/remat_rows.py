@@ -46,8 +46,19 @@ def prepare(name: str, sizes: dict, small: bool, target: str, order_time: float,
     return prep
 
 
+def order_free_bound(prep: dict):
+    """The order-free bound of ``prep``'s graph (:mod:`roam_tvm.remat.cross_bound`), built once."""
+    if "cross_bound" not in prep:
+        from roam_tvm.remat.cross_bound import CrossingBound
+
+        pl = prep["planner"]
+        prep["cross_bound"] = CrossingBound(prep["g"], pl.costs, pl.cost_model, pl.inplace)
+    return prep["cross_bound"]
+
+
 def plan_one(prep: dict, budget: int, bound) -> dict:
-    """One budget: the plan's peak and overheads, the LP bound and the gap, or the error."""
+    """One budget: the plan's peak and overheads, the LP bound and the gap, the order-free bounds
+    (same kernels; any kernel), or the error."""
     from roam_tvm.remat import BudgetError
 
     planner = prep["planner"]
@@ -59,10 +70,14 @@ def plan_one(prep: dict, budget: int, bound) -> dict:
                 "lower_bound_bytes": planner.lower_bound, "largest_op": largest_op(prep["g"])}
     over = plan.report["overheads"]
     low = bound.overhead(budget)
+    xb = order_free_bound(prep)
+    same, anyk = xb.overhead(budget), xb.overhead(budget, "any_kernel")
     return {"budget_bytes": budget, "fraction_of_unbudgeted": budget / planner.unbudgeted_peak,
             "peak_bytes": plan.peak, "recomputed_ops": len(plan.source), "overhead_time": over.get("roofline"),
             "overhead_flops": over.get("flops"), "overhead_bytes": over.get("bytes"),
             "lp_bound_time": low, "gap_time": None if low is None else over["roofline"] - low,
+            "order_free_bound_time": same, "order_free_gap_time": None if same is None else over["roofline"] - same,
+            "any_kernel_bound_time": anyk,
             "plan_seconds": planner.state_seconds[plan.report["path_index"]],
             "inplace_ops": plan.report.get("inplace_ops", 0), "inplace_bytes": plan.report.get("inplace_bytes", 0),
             "query_seconds": time.perf_counter() - t, "truncated": planner.truncated}
@@ -125,6 +140,20 @@ def baselines(name: str, sizes: dict, small: bool) -> dict:
     return out
 
 
+def _why(row: dict, limit: float) -> str:
+    """What the bounds say about a missed target."""
+    anyk, same, lp = row.get("any_kernel_bound_time"), row.get("order_free_bound_time"), row.get("lp_bound_time")
+    if anyk is not None and anyk > limit:
+        return (f"no recomputation plan meets it, in any order and with any kernel (fused ones too): rewriting "
+                f"the bytes that must go already costs {anyk:.1%}")
+    if same is not None and same > limit:
+        return (f"no plan that recomputes with the same kernels meets it, in any order: order-free bound "
+                f"{same:.1%}; only new (fused) kernels could, and they cost at least {anyk:.1%}")
+    if lp is not None and lp > limit:
+        return f"no plan of the planner's moves in roam's order meets it: LP bound {lp:.1%}"
+    return "the search: the bounds allow it"
+
+
 def run_targets(targets: list, args, parse_model, save_to=None) -> list[dict]:
     """The issue's target rows: plan each budget, say whether the overhead limit holds and by how much not."""
     from roam_tvm.remat.lp_bound import RelaxedBound
@@ -161,6 +190,7 @@ def run_targets(targets: list, args, parse_model, save_to=None) -> list[dict]:
         row["met"] = over is not None and over <= limit
         if over is not None and not row["met"]:
             row["missed_by"] = f"overhead {over:.1%} against {limit:.0%} (+{over - limit:.1%})"
+            row["why"] = _why(row, limit)
         elif over is None:
             row["missed_by"] = row.get("error", "no plan")
         out.append(row)

@@ -84,7 +84,8 @@ class RematPlan:
     report : dict
         ``overheads`` (recomputed share under every cost model that can be
         evaluated: ``bytes``, and ``flops``/``roofline`` when FLOPs are known),
-        the unbudgeted peak, the path position and planning seconds.
+        the unbudgeted peak, the path position, ``hoists`` (moves that moved
+        an earlier copy up) and planning seconds.
     """
 
     graph: Graph
@@ -148,6 +149,7 @@ class RematPlanner:
         st = initial_state(g, self.base_order, self.inplace)
         self.states: list[State] = [st]
         self.lives = [liveness(st)]
+        self.hoists = [0]  # per path state: moves so far that moved an earlier copy up
         self._unbudgeted = g.peak(self.base_order) if self.inplace else self.lives[0].peak
         self.done = False
         self.seconds = 0.0
@@ -209,6 +211,7 @@ class RematPlanner:
                                f"{None if nlv is None else (nlv.peak, len(nlv.at_peak))}")
         self.states.append(nst)
         self.lives.append(nlv)
+        self.hoists.append(self.hoists[-1] + hoist)
         return True
 
     def _candidates(self, ctx: Context) -> list[tuple[int, int]]:
@@ -341,6 +344,7 @@ class RematPlanner:
                           "truncated": self.truncated,
                           "unbudgeted_peak": self.unbudgeted_peak, "seconds": self.seconds,
                           "overheads": self._overheads(source), "inplace_ops": len(lv.inplace),
+                          "hoists": self.hoists[i],
                           "inplace_bytes": sum(st.tensors[y].size for _, _, y in lv.inplace)},
                          list(lv.inplace))
 
