@@ -144,8 +144,8 @@ def _why(row: dict, limit: float) -> str:
     """What the bounds say about a missed target."""
     anyk, same, lp = row.get("any_kernel_bound_time"), row.get("order_free_bound_time"), row.get("lp_bound_time")
     if anyk is not None and anyk > limit:
-        return (f"no recomputation plan meets it, in any order and with any kernel (fused ones too): rewriting "
-                f"the bytes that must go already costs {anyk:.1%}")
+        return (f"no recomputation plan meets it, in any order and with any kernel that stores what it "
+                f"recomputes (fused ones too): writing again the bytes that must go already costs {anyk:.1%}")
     if same is not None and same > limit:
         return (f"no plan that recomputes with the same kernels meets it, in any order: order-free bound "
                 f"{same:.1%}; only new (fused) kernels could, and they cost at least {anyk:.1%}")

@@ -30,7 +30,9 @@ Making a root again costs:
   the first only loosens the bound;
 * ``any_kernel``: at least the bytes written, ``E / bandwidth`` under the
   roofline (or ``E`` under the bytes model), even for a kernel fused to skip
-  every intermediate.
+  every intermediate, as long as it writes the value back to memory (a
+  kernel that recomputes a value inside its consumer and never stores it is
+  outside this model, where every value is a buffer).
 
 The bound is the largest over ``o``, divided by the step's cost. Roots that
 an op updates in place are left out of ``C(o)`` (their value at ``o`` need
