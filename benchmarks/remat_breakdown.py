@@ -102,21 +102,21 @@ def main(argv: list[str] | None = None) -> int:
               "step_time_s": step,
               "step_share_by_family": [{**r, "value": r["value"] / step}
                                        for r in _grouped((family(op.name), c) for op, c in zip(g.ops, planner.costs))][:15],
-              "unbudgeted_live_at_peak_gib": live_at_peak(planner, 0), "budgets": []}
+              "unbudgeted_live_at_peak_gib": live_at_peak(planner.paths[0], 0), "budgets": []}
     for f in fractions:
         b = int(ref * f)
         plan = planner.plan(b)
-        i = plan.report["path_index"]
+        i, path = plan.report["path_index"], planner.path_of(plan)
         report["budgets"].append({
             "fraction_of_pytorch": f, "budget_bytes": b, "peak_bytes": plan.peak,
             "overhead_time": plan.report["overheads"]["roofline"], "lp_bound_time": lp.overhead(b),
             "order_free_bound_time": xb.overhead(b), "any_kernel_bound_time": xb.overhead(b, "any_kernel"),
-            "hoists": plan.report["hoists"], "copies": len(plan.source),
+            "path": plan.report["path"], "hoists": plan.report["hoists"], "copies": len(plan.source),
             "recomputed_share_by_family": [{**r, "value": r["value"] / step} for r in
                                            _grouped((family(g.ops[o].name), planner.costs[o])
                                                     for o in plan.source.values())],
-            "peak_op": plan.graph.ops[plan.order[planner.lives[i].at_peak[0]]].name,
-            "live_at_peak_gib": live_at_peak(planner, i),
+            "peak_op": plan.graph.ops[plan.order[path.lives[i].at_peak[0]]].name,
+            "live_at_peak_gib": live_at_peak(path, i),
             "order_free_bound_items": bound_items(xb, b, 1.0 / H100_BANDWIDTH)})
         r = report["budgets"][-1]
         print(f"{f:.0%} of PyTorch: overhead {r['overhead_time']:.2%}, order-free bound "

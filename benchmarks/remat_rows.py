@@ -19,7 +19,7 @@ def prepare(name: str, sizes: dict, small: bool, target: str, order_time: float,
 
     from roam_tvm.cli import load_step
     from roam_tvm.passes import RoamOrder, extract_graph
-    from roam_tvm.remat import RematPlanner
+    from roam_tvm.remat import RematPortfolio
     from roam_tvm.remat.relax_inplace import inplace_candidates
     from roam_tvm.remat.relax_remat import op_flops
     from roam_tvm.report.compare import with_param_kinds
@@ -39,7 +39,7 @@ def prepare(name: str, sizes: dict, small: bool, target: str, order_time: float,
     pairs = inplace_candidates(ordered, rg) if inplace else None
     prep = {"name": name, "sizes": sizes, "small": small, "g": g,
             "config": {k: v for k, v in spec.config.items() if isinstance(v, (int, float, str, bool))},
-            "planner": RematPlanner(g, list(range(len(g.ops))), "roofline", flops, time_limit=time_limit,
+            "planner": RematPortfolio(g, list(range(len(g.ops))), "roofline", flops, time_limit=time_limit,
                                     inplace=pairs),
             "prepare_seconds": time.perf_counter() - t0}
     _LAST.update(key=key, prep=prep)
@@ -78,7 +78,8 @@ def plan_one(prep: dict, budget: int, bound) -> dict:
             "lp_bound_time": low, "gap_time": None if low is None else over["roofline"] - low,
             "order_free_bound_time": same, "order_free_gap_time": None if same is None else over["roofline"] - same,
             "any_kernel_bound_time": anyk,
-            "plan_seconds": planner.state_seconds[plan.report["path_index"]],
+            "plan_seconds": plan.report["plan_seconds"], "path": plan.report["path"],
+            "hoists": plan.report["hoists"],
             "inplace_ops": plan.report.get("inplace_ops", 0), "inplace_bytes": plan.report.get("inplace_bytes", 0),
             "query_seconds": time.perf_counter() - t, "truncated": planner.truncated}
 
@@ -108,9 +109,9 @@ def plan_row(prep: dict, n_budgets: int) -> dict:
     costs = [r["overhead_time"] for r in rows]
     return {"model": prep["name"], "sizes": prep["sizes"], "small": prep["small"], "config": prep["config"],
             "ops": len(prep["g"].ops), "unbudgeted_peak_bytes": top, "floor_bytes": floor.bytes,
-            "inplace_peak_bytes": planner.lives[0].peak,
+            "inplace_peak_bytes": planner.initial_peak,
             "inplace_candidate_ops": len(planner.inplace.positions) if planner.inplace else 0,
-            "floor": floor.describe(), "lower_bound_bytes": floor.lower_bound, "path_states": len(planner.states),
+            "floor": floor.describe(), "lower_bound_bytes": floor.lower_bound, "path_states": sum(len(p.states) for p in planner.paths),
             "path_seconds": planner.seconds, "truncated": planner.truncated, "lp_variables": bound.variables,
             "prepare_seconds": prep["prepare_seconds"], "floor_seconds": floor_seconds,
             "max_plan_seconds": max(r["plan_seconds"] for r in rows),

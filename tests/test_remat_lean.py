@@ -44,28 +44,19 @@ def _bn_relu(blocks: int = 3):
     return g
 
 
-def _plan(g, budget, modes):
-    saved = moves.CHAIN_MODES
-    moves.CHAIN_MODES = modes
-    try:
-        import roam_tvm.remat.planner as planner_mod
-
-        planner_mod.CHAIN_MODES = modes
-        return RematPlanner(g, cost_model="roofline").plan(budget)
-    finally:
-        moves.CHAIN_MODES = saved
-        planner_mod.CHAIN_MODES = saved
+def _plan(g, budget, lean):
+    return RematPlanner(g, cost_model="roofline", lean=lean).plan(budget)
 
 
 def test_lean_chain_holds_the_statistic_instead_of_rereading_the_activation():
     g = _bn_relu()
     top = RematPlanner(g, cost_model="roofline").unbudgeted_peak
     budget = top - ACT  # one activation must go
-    lean = _plan(g, budget, (0, 1, moves.LEAN))
+    lean = _plan(g, budget, True)
     check_plan(g, lean, budget, list(range(len(g.ops))))
     copied = {g.ops[o].name.rstrip("0123456789") for o in lean.source.values()}
     assert "var" not in copied, copied
-    full = _plan(g, budget, (0, 1))
+    full = _plan(g, budget, False)
     check_plan(g, full, budget, list(range(len(g.ops))))
     assert lean.cost < full.cost  # the variance copy re-read a whole activation
 

@@ -125,11 +125,18 @@ class RematPlanner:
     inplace : mapping of int to list of (int, int), optional
         Op id -> (input tensor, output tensor) pairs its kernel may write in
         place (see :mod:`roam_tvm.remat.inplace`); default none.
+    lean, hoist : bool
+        Offer lean-chained moves, and moves that move an earlier copy up
+        (both on by default; :class:`~roam_tvm.remat.portfolio.RematPortfolio`
+        also grows paths without them).
     """
 
     def __init__(self, g: Graph, order: Sequence[int] | None = None, cost_model: str = "bytes",
                  flops: Sequence[float] | None = None, max_candidates: int | None = None,
-                 time_limit: float | None = None, inplace: dict | None = None):
+                 time_limit: float | None = None, inplace: dict | None = None,
+                 lean: bool = True, hoist: bool = True):
+        self.chain_modes = CHAIN_MODES if lean else tuple(m for m in CHAIN_MODES if m != LEAN)
+        self.hoist = hoist
         if time_limit is not None and not time_limit > 0:
             raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
         self.time_limit = time_limit
@@ -179,7 +186,7 @@ class RematPlanner:
         best_key, best = None, None
         n_peak = len(lv.at_peak)
         full = None  # the chained move of the current candidate (a lean one equal to it is skipped)
-        for (r, s), chain in ((c, ch) for c in self._candidates(ctx) for ch in CHAIN_MODES):
+        for (r, s), chain in ((c, ch) for c in self._candidates(ctx) for ch in self.chain_modes):
             mv = plan_move(ctx, r, s, chain)
             if chain == 1:
                 full = None if mv is None else mv.src
@@ -187,7 +194,7 @@ class RematPlanner:
                 continue  # a chain that copies one op is the plain move again; a lean one, the chain
             options = [(False, *move_peak(fr, mv, arr["base"]),
                         sum(self.costs[st.origin_op[o]] for o in mv.src))]
-            if mv.hoistable:  # re-ordering: counted on the built state (few such moves)
+            if mv.hoistable and self.hoist:  # re-ordering: counted on the built state (few such moves)
                 hst = split(ctx, r, s, self.costs, chain, hoist=True)
                 if hst is not None:
                     options.append((True, *peak_count(hst, st), hst.cost - st.cost))
@@ -344,7 +351,7 @@ class RematPlanner:
                           "truncated": self.truncated,
                           "unbudgeted_peak": self.unbudgeted_peak, "seconds": self.seconds,
                           "overheads": self._overheads(source), "inplace_ops": len(lv.inplace),
-                          "hoists": self.hoists[i],
+                          "hoists": self.hoists[i], "plan_seconds": self.state_seconds[i],
                           "inplace_bytes": sum(st.tensors[y].size for _, _, y in lv.inplace)},
                          list(lv.inplace))
 
