@@ -191,6 +191,9 @@ class RoamRemat:
     inplace : bool
         Write a call's output into an input that dies there when its kernel
         is proven safe for it (default True; free: no recomputation).
+    paths : sequence of (bool, bool), optional
+        The (lean chains, hoisting) move sets of the greedy paths
+        (:class:`~roam_tvm.remat.portfolio.RematPortfolio`); default all three.
 
     Attributes
     ----------
@@ -202,7 +205,8 @@ class RoamRemat:
 
     def __init__(self, budget: Budget | str | int, functions: list[str] | None = None,
                  cost_model: str = "roofline", layout: dict | None = None,
-                 time_limit: float | None = None, inplace: bool = True):
+                 time_limit: float | None = None, inplace: bool = True, paths=None):
+        self.paths = paths  # (lean, hoist) move sets of the portfolio; default all of PATHS
         self.budget = parse_budget(budget) if isinstance(budget, str) else budget
         self.inplace = inplace
         self.layout = layout
@@ -228,7 +232,8 @@ class RoamRemat:
             rg = extract_graph(mod[gv], mod, name)
             pairs = inplace_candidates(mod, rg) if self.inplace else None
             planner = RematPortfolio(rg.graph, list(range(len(rg.graph.ops))), self.cost_model,
-                                     op_flops(mod, rg.graph), time_limit=self.time_limit, inplace=pairs)
+                                     op_flops(mod, rg.graph), time_limit=self.time_limit, inplace=pairs,
+                                     **({} if self.paths is None else {"paths": self.paths}))
             self.planners[name] = planner
             def arena_measure(p: RematPlan, gv=gv, rg=rg) -> int:
                 calls = InplaceCalls(mod)
