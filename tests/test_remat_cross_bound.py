@@ -78,3 +78,43 @@ def test_private_inputs_make_the_bound_tight_for_batch_norm_relu():
     assert xb.overhead(b) <= plan.overhead
     assert pair <= plan.overhead < pair * 1.001
     assert xb.overhead(b) > cost["relu0"] / sum(planner.costs) * 1.5  # the ReLU alone is not enough
+
+
+def _lp_cost(b, cost, private, freed):
+    """Least cost of freeing ``freed`` bytes: run the producer x times (x <= 1), make
+    private input i again z_i <= x times, hold the rest (linprog, written here)."""
+    import numpy as np
+    from scipy.optimize import linprog
+
+    n = len(private)
+    c = [cost] + [ci for _, ci in private]
+    # freed <= b x - sum s_i (x - z_i)  ->  -(b - sum s) x - sum s_i z_i <= -freed
+    a_ub = [[-(b - sum(s for s, _ in private))] + [-s for s, _ in private]]
+    b_ub = [-freed]
+    for i in range(n):  # z_i <= x
+        row = [0.0] * (n + 1)
+        row[0], row[i + 1] = -1.0, 1.0
+        a_ub.append(row)
+        b_ub.append(0.0)
+    res = linprog(c, A_ub=np.array(a_ub), b_ub=b_ub, bounds=[(0, 1)] * (n + 1), method="highs")
+    return res.fun if res.status == 0 else None
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_private_input_segments_are_the_lp_envelope(seed):
+    import random
+
+    from roam_tvm.remat.cross_bound import _segments
+
+    rng = random.Random(seed)
+    b, cost = rng.choice([5.0, 30.0, 100.0]), rng.uniform(0.1, 5)
+    private = [(rng.choice([5.0, 10.0, 40.0]), rng.uniform(0.1, 50)) for _ in range(rng.randint(0, 3))]
+    segs = _segments(b, cost, private)
+    assert sum(s for s, _ in segs) == pytest.approx(b)
+    assert all(c1 / s1 <= c2 / s2 + 1e-12 for (s1, c1), (s2, c2) in zip(segs, segs[1:]))  # convex
+    for k in range(1, 6):
+        freed, left, acc = b * k / 5, b * k / 5, 0.0
+        for s, c in segs:
+            take = min(s, left)
+            acc, left = acc + c * take / s, left - take
+        assert acc == pytest.approx(_lp_cost(b, cost, private, freed), rel=1e-6, abs=1e-9)

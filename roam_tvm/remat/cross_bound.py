@@ -24,10 +24,11 @@ Making a root again costs:
   read by that producer alone, such as the batch-norm output a ReLU reads,
   dead at ``o``) must then exist again too: either held across ``o`` (the
   producer frees only its bytes beyond theirs) or made again by their own
-  producers (their cost added). Each option is an item (the first frees
-  ``b - y`` at the producer's cost, the second ``y`` more at theirs; when
-  ``b <= y`` one item frees ``b`` at both costs). Taking the second without
-  the first only loosens the bound;
+  producers (their cost added). Per producer, the least cost of freeing
+  ``F`` of its ``b`` crossing bytes is convex in ``F`` (regenerate the
+  private inputs cheapest per byte first; run the producer a fraction of a
+  time): its segments are the knapsack's items, so the greedy knapsack is
+  that LP's exact optimum;
 * ``any_kernel``: at least the bytes written, ``E / bandwidth`` under the
   roofline (or ``E`` under the bytes model), even for a kernel fused to skip
   every intermediate, as long as it writes the value back to memory (a
@@ -123,13 +124,7 @@ class CrossingBound:
         bs = np.bincount(inv, weights=size)
         items: list[tuple[float, float]] = []
         for p, b in zip(ps.tolist(), bs.tolist()):
-            y, cy = self.private.get(p, (0.0, 0.0))
-            if b > y:
-                items.append((b - y, float(costs[p])))  # private inputs held across o
-                if y:
-                    items.append((y, cy))  # ... or made again
-            else:
-                items.append((b, float(costs[p]) + cy))
+            items += _segments(b, float(costs[p]), self.private.get(p, []))
         b = np.array([i[0] for i in items])
         c = np.array([i[1] for i in items])
         k = np.argsort(c / b, kind="stable")
@@ -161,20 +156,39 @@ class CrossingBound:
         return best / self.step_cost if self.step_cost else 0.0
 
 
-def _private_inputs(g: Graph, updated: set, costs: Sequence[float]) -> dict[int, tuple[float, float]]:
-    """Op -> (bytes, producers' cost) of its private inputs: allocated roots only it reads
+def _segments(b: float, cost: float, private: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(bytes, cost) segments of the least cost of freeing part of a producer's ``b`` crossing bytes.
+
+    Freeing all of them with the private inputs in ``R`` made again (the rest
+    held) frees ``b - (bytes held)`` at ``cost + cost(R)``; the best ``R`` of
+    each size takes the inputs cheapest per byte first (breakpoints ``k``).
+    Running the producer a fraction of a time scales a point towards (0, 0),
+    so the envelope is the chord from (0, 0) to the breakpoint of least cost
+    per byte, then the remaining inputs one by one.
+    """
+    ys = sorted(private, key=lambda yc: yc[1] / yc[0])
+    held = sum(y for y, _ in ys)
+    pts = [(b - held, cost)]
+    for y, c in ys:
+        pts.append((pts[-1][0] + y, pts[-1][1] + c))
+    k = min((i for i, (f, _) in enumerate(pts) if f > 0), key=lambda i: pts[i][1] / pts[i][0])
+    return [pts[k]] + [(y, c) for y, c in ys[k:]]
+
+
+def _private_inputs(g: Graph, updated: set, costs: Sequence[float]) -> dict[int, list[tuple[float, float]]]:
+    """Op -> (bytes, producer's cost) of each private input: an allocated root only it reads
     (through any alias), made by a compute op, never updated in place, not returned."""
     readers: dict[int, set[int]] = {}
     for t in g.tensors:
         readers.setdefault(g.roots[t.id], set()).update(g.readers[t.id])
     pinned = g.pinned_to_end
-    out: dict[int, tuple[float, float]] = {}
+    out: dict[int, list[tuple[float, float]]] = {}
     for y in g.allocated:
         rs = readers.get(y, set())
         p = g.producer.get(y)
         if len(rs) != 1 or p is None or y in updated or y in pinned or g.ops[p].kind != "compute":
             continue
         (q,) = rs
-        b, c = out.get(q, (0.0, 0.0))
-        out[q] = (b + g.tensors[y].size, c + float(costs[p]))
+        if g.tensors[y].size:
+            out.setdefault(q, []).append((float(g.tensors[y].size), float(costs[p])))
     return out
