@@ -78,6 +78,11 @@ def test_private_inputs_make_the_bound_tight_for_batch_norm_relu():
     assert xb.overhead(b) <= plan.overhead
     assert pair <= plan.overhead < pair * 1.001
     assert xb.overhead(b) > cost["relu0"] / sum(planner.costs) * 1.5  # the ReLU alone is not enough
+    # The LP over the planner's moves in its order counts the batch-norm output the same way.
+    from roam_tvm.remat.lp_bound import RelaxedBound
+
+    lp = RelaxedBound(g, planner.base_order, planner.costs).overhead(b)
+    assert pair * 0.999 <= lp <= plan.overhead + 1e-12
 
 
 def _lp_cost(b, cost, private, freed):
@@ -104,12 +109,12 @@ def _lp_cost(b, cost, private, freed):
 def test_private_input_segments_are_the_lp_envelope(seed):
     import random
 
-    from roam_tvm.remat.cross_bound import _segments
+    from roam_tvm.remat.cross_bound import cost_segments
 
     rng = random.Random(seed)
     b, cost = rng.choice([5.0, 30.0, 100.0]), rng.uniform(0.1, 5)
     private = [(rng.choice([5.0, 10.0, 40.0]), rng.uniform(0.1, 50)) for _ in range(rng.randint(0, 3))]
-    segs = _segments(b, cost, private)
+    segs = cost_segments(b, cost, private)
     assert sum(s for s, _ in segs) == pytest.approx(b)
     assert all(c1 / s1 <= c2 / s2 + 1e-12 for (s1, c1), (s2, c2) in zip(segs, segs[1:]))  # convex
     for k in range(1, 6):

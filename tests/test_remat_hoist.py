@@ -69,10 +69,13 @@ def test_hoisting_lowers_the_overhead_on_resnet50(resnet, monkeypatch):
     assert plan.overhead < without.overhead - 0.01  # more than a point of the step
 
 
-def test_resnet50_plans_are_monotone_and_above_the_order_free_bound(resnet):
+def test_resnet50_plans_are_monotone_and_above_the_bounds(resnet):
+    from roam_tvm.remat.lp_bound import RelaxedBound
+
     g, pairs = resnet
     planner = _planner(g, pairs)
     xb = CrossingBound(g, planner.costs, "roofline", planner.inplace)
+    lp = RelaxedBound(g, planner.base_order, planner.costs, planner.inplace)
     top, fl = planner.unbudgeted_peak, planner.floor().bytes
     costs = []
     for k in range(20):
@@ -80,6 +83,8 @@ def test_resnet50_plans_are_monotone_and_above_the_order_free_bound(resnet):
         plan = planner.plan(b)
         assert plan.peak <= b
         assert xb.overhead(b) <= plan.overhead + 1e-12
+        if k % 4 == 0:  # the LP over the planner's moves (with private inputs held or made again)
+            assert lp.overhead(b) <= plan.overhead + 1e-9
         costs.append(plan.cost)
     assert all(costs[k + 1] <= costs[k] for k in range(19)), costs
     for share in (0.535, 0.325):  # the 53% and 33% targets, as activation shares

@@ -48,7 +48,7 @@ import numpy as np
 from ..graph.model import Graph
 from .cost import H100_BANDWIDTH
 
-__all__ = ["CrossingBound"]
+__all__ = ["CrossingBound", "cost_segments", "private_inputs"]
 
 
 def _closure(n: int, preds: Sequence[Sequence[int]], order: Sequence[int]) -> np.ndarray:
@@ -100,7 +100,7 @@ class CrossingBound:
         pinned = g.pinned_to_end
         read_later |= np.array([int(r) in pinned for r in roots], dtype=bool)  # returned: read at the end
         cross = anc[:, prod] & read_later
-        self.private = _private_inputs(g, updated, costs)
+        self.private = private_inputs(g, updated, costs)
         base = float(g.always_live_bytes)
         self.fixed = np.zeros(n)
         self.items: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per op: sorted cum sizes, costs
@@ -124,7 +124,7 @@ class CrossingBound:
         bs = np.bincount(inv, weights=size)
         items: list[tuple[float, float]] = []
         for p, b in zip(ps.tolist(), bs.tolist()):
-            items += _segments(b, float(costs[p]), self.private.get(p, []))
+            items += cost_segments(b, float(costs[p]), self.private.get(p, []))
         b = np.array([i[0] for i in items])
         c = np.array([i[1] for i in items])
         k = np.argsort(c / b, kind="stable")
@@ -156,7 +156,7 @@ class CrossingBound:
         return best / self.step_cost if self.step_cost else 0.0
 
 
-def _segments(b: float, cost: float, private: list[tuple[float, float]]) -> list[tuple[float, float]]:
+def cost_segments(b: float, cost: float, private: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """(bytes, cost) segments of the least cost of freeing part of a producer's ``b`` crossing bytes.
 
     Freeing all of them with the private inputs in ``R`` made again (the rest
@@ -175,7 +175,7 @@ def _segments(b: float, cost: float, private: list[tuple[float, float]]) -> list
     return [pts[k]] + [(y, c) for y, c in ys[k:]]
 
 
-def _private_inputs(g: Graph, updated: set, costs: Sequence[float]) -> dict[int, list[tuple[float, float]]]:
+def private_inputs(g: Graph, updated: set, costs: Sequence[float]) -> dict[int, list[tuple[float, float]]]:
     """Op -> (bytes, producer's cost) of each private input: an allocated root only it reads
     (through any alias), made by a compute op, never updated in place, not returned."""
     readers: dict[int, set[int]] = {}
