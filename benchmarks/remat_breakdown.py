@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     report = {"command": "python benchmarks/remat_breakdown.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "model": args.model, "pytorch_peak_bytes": ref, "unbudgeted_peak_bytes": planner.unbudgeted_peak,
               "step_time_s": step,
-              "step_share_by_family": [{**r, "value": r["value"] / step}
-                                       for r in _grouped((family(op.name), c) for op, c in zip(g.ops, planner.costs))][:15],
+              "step_share_by_family": [{**r, "value": r["value"] / step} for r in
+                                       _grouped((family(op.name), c) for op, c in zip(g.ops, planner.costs))][:15],
               "unbudgeted_live_at_peak_gib": live_at_peak(planner.paths[0], 0), "budgets": []}
     for f in fractions:
         b = int(ref * f)
@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             "order_free_bound_items": bound_items(xb, b, 1.0 / H100_BANDWIDTH)})
         r = report["budgets"][-1]
         print(f"{f:.0%} of PyTorch: overhead {r['overhead_time']:.2%}, order-free bound "
-              f"{r['order_free_bound_time']:.2%}, any kernel {r['any_kernel_bound_time']:.2%}, LP {r['lp_bound_time']:.2%}",
+              f"{r['order_free_bound_time']:.2%}, any kernel {r['any_kernel_bound_time']:.2%}, "
+              f"LP {r['lp_bound_time']:.2%}",
               flush=True)
     with open(args.out, "w") as fh:
         json.dump(report, fh, indent=1)
