@@ -13,7 +13,8 @@ budgets evenly spaced from the floor to roam's unbudgeted peak. Peaks are
 perfect-packing peaks of that graph (what the recomputation planner
 guarantees; the laid-out arena is what ``roam-tvm compare --budget``
 reports). Each budget also gets the LP-relaxation lower bound on the
-overhead (``roam_tvm.remat.lp_bound``) and the gap to it. ``monotone`` says
+overhead (``roam_tvm.remat.lp_bound``) and the gap to it, and the order-free
+bounds of ``roam_tvm.remat.cross_bound`` (any order; same kernels, or any). ``monotone`` says
 whether a larger budget never cost more recomputation, for every pair of
 budgets. ``plan_seconds`` of a budget is the recomputation search a fresh
 planner needs to reach it (the path grown so far), the figure the 180 s
@@ -90,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
               "cost_model": "H100 roofline: max(FLOPs / 989e12, bytes / 3.35e12) per op",
               "lp_bound": "LP relaxation over the planner's candidates (roam_tvm.remat.lp_bound): a lower bound "
                           "for plans that drop the same roots between their users in the same base order",
+              "order_free_bound": "roam_tvm.remat.cross_bound: a lower bound for every plan in any order that "
+                                  "recomputes with the same kernels (order_free_bound_time), or with any kernel, "
+                                  "fused ones included (any_kernel_bound_time: the bytes written again)",
               "models": [], "targets": []}
     out = os.path.abspath(args.out)
     os.makedirs(os.path.dirname(out), exist_ok=True)

@@ -19,7 +19,7 @@ def prepare(name: str, sizes: dict, small: bool, target: str, order_time: float,
 
     from roam_tvm.cli import load_step
     from roam_tvm.passes import RoamOrder, extract_graph
-    from roam_tvm.remat import RematPlanner
+    from roam_tvm.remat import RematPortfolio
     from roam_tvm.remat.relax_inplace import inplace_candidates
     from roam_tvm.remat.relax_remat import op_flops
     from roam_tvm.report.compare import with_param_kinds
@@ -39,15 +39,26 @@ def prepare(name: str, sizes: dict, small: bool, target: str, order_time: float,
     pairs = inplace_candidates(ordered, rg) if inplace else None
     prep = {"name": name, "sizes": sizes, "small": small, "g": g,
             "config": {k: v for k, v in spec.config.items() if isinstance(v, (int, float, str, bool))},
-            "planner": RematPlanner(g, list(range(len(g.ops))), "roofline", flops, time_limit=time_limit,
+            "planner": RematPortfolio(g, list(range(len(g.ops))), "roofline", flops, time_limit=time_limit,
                                     inplace=pairs),
             "prepare_seconds": time.perf_counter() - t0}
     _LAST.update(key=key, prep=prep)
     return prep
 
 
+def order_free_bound(prep: dict):
+    """The order-free bound of ``prep``'s graph (:mod:`roam_tvm.remat.cross_bound`), built once."""
+    if "cross_bound" not in prep:
+        from roam_tvm.remat.cross_bound import CrossingBound
+
+        pl = prep["planner"]
+        prep["cross_bound"] = CrossingBound(prep["g"], pl.costs, pl.cost_model, pl.inplace)
+    return prep["cross_bound"]
+
+
 def plan_one(prep: dict, budget: int, bound) -> dict:
-    """One budget: the plan's peak and overheads, the LP bound and the gap, or the error."""
+    """One budget: the plan's peak and overheads, the LP bound and the gap, the order-free bounds
+    (same kernels; any kernel), or the error."""
     from roam_tvm.remat import BudgetError
 
     planner = prep["planner"]
@@ -59,11 +70,16 @@ def plan_one(prep: dict, budget: int, bound) -> dict:
                 "lower_bound_bytes": planner.lower_bound, "largest_op": largest_op(prep["g"])}
     over = plan.report["overheads"]
     low = bound.overhead(budget)
+    xb = order_free_bound(prep)
+    same, anyk = xb.overhead(budget), xb.overhead(budget, "any_kernel")
     return {"budget_bytes": budget, "fraction_of_unbudgeted": budget / planner.unbudgeted_peak,
             "peak_bytes": plan.peak, "recomputed_ops": len(plan.source), "overhead_time": over.get("roofline"),
             "overhead_flops": over.get("flops"), "overhead_bytes": over.get("bytes"),
             "lp_bound_time": low, "gap_time": None if low is None else over["roofline"] - low,
-            "plan_seconds": planner.state_seconds[plan.report["path_index"]],
+            "order_free_bound_time": same, "order_free_gap_time": None if same is None else over["roofline"] - same,
+            "any_kernel_bound_time": anyk,
+            "plan_seconds": plan.report["plan_seconds"], "path": plan.report["path"],
+            "hoists": plan.report["hoists"],
             "inplace_ops": plan.report.get("inplace_ops", 0), "inplace_bytes": plan.report.get("inplace_bytes", 0),
             "query_seconds": time.perf_counter() - t, "truncated": planner.truncated}
 
@@ -93,9 +109,10 @@ def plan_row(prep: dict, n_budgets: int) -> dict:
     costs = [r["overhead_time"] for r in rows]
     return {"model": prep["name"], "sizes": prep["sizes"], "small": prep["small"], "config": prep["config"],
             "ops": len(prep["g"].ops), "unbudgeted_peak_bytes": top, "floor_bytes": floor.bytes,
-            "inplace_peak_bytes": planner.lives[0].peak,
+            "inplace_peak_bytes": planner.initial_peak,
             "inplace_candidate_ops": len(planner.inplace.positions) if planner.inplace else 0,
-            "floor": floor.describe(), "lower_bound_bytes": floor.lower_bound, "path_states": len(planner.states),
+            "floor": floor.describe(), "lower_bound_bytes": floor.lower_bound,
+            "path_states": sum(len(p.states) for p in planner.paths),
             "path_seconds": planner.seconds, "truncated": planner.truncated, "lp_variables": bound.variables,
             "prepare_seconds": prep["prepare_seconds"], "floor_seconds": floor_seconds,
             "max_plan_seconds": max(r["plan_seconds"] for r in rows),
@@ -123,6 +140,20 @@ def baselines(name: str, sizes: dict, small: bool) -> dict:
                          "overhead_flops": t1["flops"] / t0["flops"] - 1,
                          "overhead_note": "eager roofline of the aten ops (unfused), checkpointed vs plain"}
     return out
+
+
+def _why(row: dict, limit: float) -> str:
+    """What the bounds say about a missed target."""
+    anyk, same, lp = row.get("any_kernel_bound_time"), row.get("order_free_bound_time"), row.get("lp_bound_time")
+    if anyk is not None and anyk > limit:
+        return (f"no recomputation plan meets it, in any order and with any kernel that stores what it "
+                f"recomputes (fused ones too): writing again the bytes that must go already costs {anyk:.1%}")
+    if same is not None and same > limit:
+        return (f"no plan that recomputes with the same kernels meets it, in any order: order-free bound "
+                f"{same:.1%}; only new (fused) kernels could, and they cost at least {anyk:.1%}")
+    if lp is not None and lp > limit:
+        return f"no plan of the planner's moves in roam's order meets it: LP bound {lp:.1%}"
+    return "the search: the bounds allow it"
 
 
 def run_targets(targets: list, args, parse_model, save_to=None) -> list[dict]:
@@ -161,6 +192,7 @@ def run_targets(targets: list, args, parse_model, save_to=None) -> list[dict]:
         row["met"] = over is not None and over <= limit
         if over is not None and not row["met"]:
             row["missed_by"] = f"overhead {over:.1%} against {limit:.0%} (+{over - limit:.1%})"
+            row["why"] = _why(row, limit)
         elif over is None:
             row["missed_by"] = row.get("error", "no plan")
         out.append(row)

@@ -174,7 +174,7 @@ def test_predicted_peak_of_every_candidate_matches_the_built_state_with_inplace(
         arr = interval_arrays(st)
         fr = Frame(ctx, arr["first"], arr["last"], arr["size"], arr["alloc"], arr["ws"], lv.profile, arr["pos"])
         for r, s in planner._candidates(ctx):
-            for chain in (False, True):
+            for chain in (0, 1, 2):  # plain, chained, lean-chained
                 mv = plan_move(ctx, r, s, chain)
                 if mv is None:
                     continue

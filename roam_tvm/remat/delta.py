@@ -55,9 +55,10 @@ class Move:
     n_compute: int
     early_last: int
     late_last: int
+    hoistable: bool = False  # a recomputed dead input has a later copy ``split(hoist=True)`` would move up
 
 
-def plan_move(ctx: Context, r: int, s: int, chain: bool) -> Move | None:
+def plan_move(ctx: Context, r: int, s: int, chain: int) -> Move | None:
     """The copies :func:`split` would make (same rules; None when it returns None)."""
     st, lv = ctx.st, ctx.lv
     ps = lv.users.get(r, [])
@@ -69,6 +70,7 @@ def plan_move(ctx: Context, r: int, s: int, chain: bool) -> Move | None:
     src: list[int] = []
     reads: list[list[tuple[str, int]]] = []
     fresh: dict[int, int] = {}  # origin tensor -> compute copy index
+    hoistable: list[bool] = []
 
     def recompute(x: int) -> int | None:
         p = st.ops[ctx.producer[x]]
@@ -81,7 +83,8 @@ def plan_move(ctx: Context, r: int, s: int, chain: bool) -> Move | None:
             v = ctx.version(y, at)
             if v is None:
                 return None
-            if chain and ctx.dead_at(v, at):
+            if ctx.rechain(v, at, r, chain):
+                hoistable.append(ctx.later_copy(v, at) is not None)
                 j = recompute(v)
                 if j is None:
                     return None
@@ -97,7 +100,7 @@ def plan_move(ctx: Context, r: int, s: int, chain: bool) -> Move | None:
         return None
     n_compute = len(src)
     src.extend(_early_views(ctx, r, s, late))
-    return Move(r, at, src, reads, n_compute, early[-1], late[-1])
+    return Move(r, at, src, reads, n_compute, early[-1], late[-1], any(hoistable))
 
 
 def _early_views(ctx: Context, r: int, s: int, late: list[int]) -> list[int]:

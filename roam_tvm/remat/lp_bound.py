@@ -12,7 +12,14 @@ before ``u_{i+1}``). With ``x[r, i]`` in ``[0, 1]``::
     minimise   sum cost(producer(r)) * x[r, i]
     subject to live(p) - sum_{gaps (r, i) around p} size(r) * x[r, i] <= budget   for every step p
 
-where ``live(p)`` is the unbudgeted profile. Every plan the planner can make
+where ``live(p)`` is the unbudgeted profile. A producer's *private* inputs
+(roots only it reads, dead before the gap: a ReLU's batch-norm output) must
+exist for the copy: held across the gap (the gap frees ``size(r)`` less
+their bytes) or made again (their producers' cost added); ``x[r, i]`` is
+split into the segments of that convex trade-off
+(:func:`~roam_tvm.remat.cross_bound.cost_segments`). A production of a
+private input is charged to the one gap it ends; a later gap it serves sees
+it live, as held. Every plan the planner can make
 (splits and chains over the same roots, copies inserted before a late user,
 the original ops in the base order) is a 0/1 point of this LP at least as
 cheap as the plan, since the LP ignores what the plan must pay beside the
@@ -37,6 +44,7 @@ from typing import Sequence
 import numpy as np
 
 from ..graph.model import Graph
+from .cross_bound import cost_segments, private_inputs
 from .moves import Context, splittable
 from .state import initial_state, liveness
 
@@ -61,23 +69,26 @@ class RelaxedBound:
         ctx = Context(st, lv)
         self.profile = np.asarray(lv.profile, dtype=np.float64)
         self.step_cost = float(sum(costs))
+        updated = {g.roots[t] for op in g.ops for t in op.inplace}
+        private = private_inputs(g, updated, costs)
         rows, cols, vals, cost = [], [], [], []
         for r, ps in sorted(lv.users.items()):
             if len(ps) < 2 or not splittable(ctx, r):
                 continue
-            size = float(st.tensors[r].size)
-            c = float(costs[ctx.producer[r]])
+            p = ctx.producer[r]
+            segs = cost_segments(float(st.tensors[r].size), float(costs[p]), private.get(p, []))
             for a, b in zip(ps, ps[1:]):
                 lo = a if inplace and any(x == r for x, _ in inplace.candidates(st.ops[st.order[a]], st.order[a])) \
                     else a + 1
                 if b - lo < 1:
                     continue  # no step the drop frees
-                j = len(cost)
-                cost.append(c)
                 inside = np.arange(lo, b)
-                rows.append(inside)
-                cols.append(np.full(len(inside), j))
-                vals.append(np.full(len(inside), size))
+                for size, c in segs:
+                    j = len(cost)
+                    cost.append(c)
+                    rows.append(inside)
+                    cols.append(np.full(len(inside), j))
+                    vals.append(np.full(len(inside), size))
         self.cost = np.asarray(cost, dtype=np.float64)
         if cost:
             from scipy.sparse import csr_matrix
@@ -89,7 +100,7 @@ class RelaxedBound:
 
     @property
     def variables(self) -> int:
-        """Number of (root, gap) variables."""
+        """Number of (root, gap, segment) variables."""
         return len(self.cost)
 
     def overhead(self, budget: int) -> float | None:

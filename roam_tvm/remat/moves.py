@@ -9,8 +9,18 @@ the producer, the latest *version* of that value (the original or an earlier
 recomputation) made before the insertion point, which may extend that
 version's life; the new state's simulated peak accounts for it. With
 ``chain``, a version that is dead at the insertion point is recomputed too,
-recursively (a whole segment recomputed from a checkpoint). Views of ``r``
-used late are redirected or copied with it (they are free).
+recursively (a whole segment recomputed from a checkpoint). With
+``chain=LEAN`` only the dead versions at least ``1/LEAN_RATIO`` of ``r``'s
+size are recomputed; smaller ones (a batch norm's per-channel variance, read
+off the whole activation) are kept alive until the copy instead: holding a
+few bytes longer is cheaper than re-reading the activation they summarise.
+With ``hoist``, a dead input that an earlier move already recomputes for
+later readers (a copy made after the insertion point, all of whose inputs
+exist by then) is not recomputed again: that copy is moved up to the
+insertion point and serves both (re-ordering after recomputation; a conv
+output made again for its batch norm's backward also feeds the ReLU
+recomputed from it just before).
+Views of ``r`` used late are redirected or copied with it (they are free).
 
 Only pure ops are copied: ``kind == "compute"``, a single output, no in-place
 writes, no control dependencies. A copy never reads a storage at a position
@@ -26,7 +36,14 @@ import numpy as np
 from ..graph.model import Op
 from .state import Liveness, State, op_edges
 
-__all__ = ["Context", "split", "splittable"]
+__all__ = ["Context", "split", "splittable", "CHAIN_MODES", "LEAN", "LEAN_RATIO"]
+
+#: Chain mode that recomputes only the dead inputs worth it (see the module docstring).
+LEAN = 2
+#: Under ``LEAN``, a dead version smaller than ``size(r) / LEAN_RATIO`` is kept alive, not recomputed.
+LEAN_RATIO = 64
+#: The modes a planner tries per candidate: plain, chained, lean-chained.
+CHAIN_MODES = (0, 1, LEAN)
 
 
 class Context:
@@ -75,6 +92,24 @@ class Context:
         ps = self.lv.users.get(v, [])
         return bool(ps) and ps[-1] < at
 
+    def later_copy(self, v: int, at: int) -> int | None:
+        """The earliest copy op after ``at`` that makes ``v``'s value from tensors made before ``at``."""
+        best, best_pos = None, None
+        for w in self.versions[self.st.origin_t[v]]:
+            h = self.producer.get(w)
+            if h is None or self.st.origin_op[h] == h or self.pos[h] <= at:
+                continue
+            if all(self.made_at(i) < at for i in self.st.ops[h].inputs) and (best is None or self.pos[h] < best_pos):
+                best, best_pos = h, self.pos[h]
+        return best
+
+    def rechain(self, v: int, at: int, r: int, chain: int) -> bool:
+        """A chained move recomputes version ``v`` (dead at ``at``) rather than reading it."""
+        if not chain or not self.dead_at(v, at):
+            return False
+        # Lean: a small dead input is held, not re-derived from the large tensor it summarises.
+        return chain != LEAN or self.st.tensors[v].size * LEAN_RATIO >= self.st.tensors[r].size
+
 
 def _pure(op: Op) -> bool:
     return op.kind == "compute" and len(op.outputs) == 1 and not op.inplace and not op.after
@@ -95,7 +130,8 @@ def splittable(ctx: Context, r: int) -> bool:
     return True
 
 
-def split(ctx: Context, r: int, s: int, costs: list[float], chain: bool = False) -> State | None:
+def split(ctx: Context, r: int, s: int, costs: list[float], chain: int = 0, hoist: bool = False
+          ) -> State | None:
     """Recompute ``r`` for its users after position ``s`` (see the module docstring).
 
     Returns None when the move is not possible (no late or no early user, or
@@ -128,6 +164,7 @@ def split(ctx: Context, r: int, s: int, costs: list[float], chain: bool = False)
         new_ops.append(oid)
 
     fresh: dict[int, int] = {}  # origin -> tensor made by a copy in this move
+    hoisted: list[int] = []  # existing copy ops moved up to ``at``
 
     def recompute(x: int) -> int | None:
         p = st.ops[ctx.producer[x]]
@@ -138,8 +175,14 @@ def split(ctx: Context, r: int, s: int, costs: list[float], chain: bool = False)
                 v = ctx.version(y, at)
                 if v is None:
                     return None
-                if chain and ctx.dead_at(v, at):
-                    v = recompute(v)
+                if ctx.rechain(v, at, r, chain):
+                    h = ctx.later_copy(v, at) if hoist else None
+                    if h is not None:  # moved up, not made again
+                        hoisted.append(h)
+                        v = st.ops[h].outputs[0]
+                        fresh[st.origin_t[v]] = v
+                    else:
+                        v = recompute(v)
                     if v is None:
                         return None
             ins.append(v)
@@ -178,7 +221,7 @@ def split(ctx: Context, r: int, s: int, costs: list[float], chain: bool = False)
             continue
         ops[u.id] = replace(ops[u.id], inputs=[version_of(x) if lv.root[x] == r else x for x in u.inputs])
         changed.append(u.id)
-    order = st.order[:at] + new_ops + st.order[at:]
+    order = st.order[:at] + hoisted + new_ops + [o for o in st.order[at:] if o not in hoisted]
     added = sum(costs[origin_op[o]] for o in new_ops)
     keep = ~np.isin(st.edge_op, changed)
     eo, et = [], []

@@ -5,9 +5,13 @@ Method: one greedy path, cut by the budget
 Start from the unbudgeted step (``g`` in roam's order, no copies). At each
 step, every root live across a peak step but not used there is a candidate
 for :func:`~roam_tvm.remat.moves.split` (recompute it for its users after that
-step), once plainly and once *chained* (inputs dead at the insertion point are
+step), once plainly, once *chained* (inputs dead at the insertion point are
 recomputed too, which is what lets the path reach full recomputation of a
-chain). Each candidate is simulated exactly; a candidate *improves* when it
+chain) and once *lean-chained* (only the large dead inputs are recomputed;
+small ones such as a batch norm's statistics are held until the copy). A
+chained move whose dead input an earlier move already recomputes later is
+also tried *hoisting* that copy up to serve both (re-ordering after
+recomputation), its peak counted on the built state. Each candidate is simulated exactly; a candidate *improves* when it
 lowers ``(peak, number of steps at the peak)`` lexicographically. Among the
 improving ones, the one lowering the peak most per unit of added cost is
 taken; when none lowers the peak, the cheapest one that removes a peak step.
@@ -48,8 +52,8 @@ from .cost import COST_MODELS, op_costs
 from .floor import BudgetError, Floor, always_live_parts, lower_bound
 from .delta import Frame, move_peak, plan_move
 from .inplace import InplaceModel
-from .moves import Context, split, splittable
-from .state import State, initial_state, interval_arrays, liveness
+from .moves import CHAIN_MODES, LEAN, Context, split, splittable
+from .state import State, initial_state, interval_arrays, liveness, peak_count
 
 __all__ = ["RematPlan", "RematPlanner", "plan_remat"]
 
@@ -80,7 +84,8 @@ class RematPlan:
     report : dict
         ``overheads`` (recomputed share under every cost model that can be
         evaluated: ``bytes``, and ``flops``/``roofline`` when FLOPs are known),
-        the unbudgeted peak, the path position and planning seconds.
+        the unbudgeted peak, the path position, ``hoists`` (moves that moved
+        an earlier copy up) and planning seconds.
     """
 
     graph: Graph
@@ -120,11 +125,18 @@ class RematPlanner:
     inplace : mapping of int to list of (int, int), optional
         Op id -> (input tensor, output tensor) pairs its kernel may write in
         place (see :mod:`roam_tvm.remat.inplace`); default none.
+    lean, hoist : bool
+        Offer lean-chained moves, and moves that move an earlier copy up
+        (both on by default; :class:`~roam_tvm.remat.portfolio.RematPortfolio`
+        also grows paths without them).
     """
 
     def __init__(self, g: Graph, order: Sequence[int] | None = None, cost_model: str = "bytes",
                  flops: Sequence[float] | None = None, max_candidates: int | None = None,
-                 time_limit: float | None = None, inplace: dict | None = None):
+                 time_limit: float | None = None, inplace: dict | None = None,
+                 lean: bool = True, hoist: bool = True):
+        self.chain_modes = CHAIN_MODES if lean else tuple(m for m in CHAIN_MODES if m != LEAN)
+        self.hoist = hoist
         if time_limit is not None and not time_limit > 0:
             raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
         self.time_limit = time_limit
@@ -144,6 +156,7 @@ class RematPlanner:
         st = initial_state(g, self.base_order, self.inplace)
         self.states: list[State] = [st]
         self.lives = [liveness(st)]
+        self.hoists = [0]  # per path state: moves so far that moved an earlier copy up
         self._unbudgeted = g.peak(self.base_order) if self.inplace else self.lives[0].peak
         self.done = False
         self.seconds = 0.0
@@ -172,31 +185,40 @@ class RematPlanner:
         fr = Frame(ctx, arr["first"], arr["last"], arr["size"], arr["alloc"], arr["ws"], lv.profile, arr["pos"])
         best_key, best = None, None
         n_peak = len(lv.at_peak)
-        for (r, s), chain in ((c, ch) for c in self._candidates(ctx) for ch in (False, True)):
+        full = None  # the chained move of the current candidate (a lean one equal to it is skipped)
+        for (r, s), chain in ((c, ch) for c in self._candidates(ctx) for ch in self.chain_modes):
             mv = plan_move(ctx, r, s, chain)
-            if mv is None or (chain and len(mv.src) == 1):
-                continue  # a chain that copies one op is the plain move again
-            pk, cnt = move_peak(fr, mv, arr["base"])
-            if (pk, cnt) >= (lv.peak, n_peak):
-                continue
-            added = sum(self.costs[st.origin_op[o]] for o in mv.src)
-            if pk < lv.peak:
-                key = (0, -(lv.peak - pk) / max(added, 1e-30), added, r, s, chain)
-            else:
-                key = (1, added, cnt, r, s, chain)
-            if best_key is None or key < best_key:
-                best_key, best = key, (r, s, chain, pk, cnt)
+            if chain == 1:
+                full = None if mv is None else mv.src
+            if mv is None or (chain and len(mv.src) == 1) or (chain == LEAN and mv.src == full):
+                continue  # a chain that copies one op is the plain move again; a lean one, the chain
+            options = [(False, *move_peak(fr, mv, arr["base"]),
+                        sum(self.costs[st.origin_op[o]] for o in mv.src))]
+            if mv.hoistable and self.hoist:  # re-ordering: counted on the built state (few such moves)
+                hst = split(ctx, r, s, self.costs, chain, hoist=True)
+                if hst is not None:
+                    options.append((True, *peak_count(hst, st), hst.cost - st.cost))
+            for hoist, pk, cnt, added in options:
+                if (pk, cnt) >= (lv.peak, n_peak):
+                    continue
+                if pk < lv.peak:
+                    key = (0, -(lv.peak - pk) / max(added, 1e-30), added, r, s, chain, hoist)
+                else:
+                    key = (1, added, cnt, r, s, chain, hoist)
+                if best_key is None or key < best_key:
+                    best_key, best = key, (r, s, chain, hoist, pk, cnt)
         if best is None:
             return False
-        r, s, chain, pk, cnt = best
-        nst = split(ctx, r, s, self.costs, chain)
+        r, s, chain, hoist, pk, cnt = best
+        nst = split(ctx, r, s, self.costs, chain, hoist)
         nlv = None if nst is None else liveness(nst, st)
         if nlv is None or (nlv.peak, len(nlv.at_peak)) != (pk, cnt):
             raise RuntimeError(f"remat planner: predicted peak {(pk, cnt)} of moving root {r} at step {s} "
-                               f"(chain={chain}) disagrees with the rebuilt state's "
+                               f"(chain={chain}, hoist={hoist}) disagrees with the rebuilt state's "
                                f"{None if nlv is None else (nlv.peak, len(nlv.at_peak))}")
         self.states.append(nst)
         self.lives.append(nlv)
+        self.hoists.append(self.hoists[-1] + hoist)
         return True
 
     def _candidates(self, ctx: Context) -> list[tuple[int, int]]:
@@ -329,6 +351,7 @@ class RematPlanner:
                           "truncated": self.truncated,
                           "unbudgeted_peak": self.unbudgeted_peak, "seconds": self.seconds,
                           "overheads": self._overheads(source), "inplace_ops": len(lv.inplace),
+                          "hoists": self.hoists[i], "plan_seconds": self.state_seconds[i],
                           "inplace_bytes": sum(st.tensors[y].size for _, _, y in lv.inplace)},
                          list(lv.inplace))
 

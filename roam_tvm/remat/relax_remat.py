@@ -28,7 +28,8 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 from ..graph.model import Graph
 from ..passes.extract import ExtractError, RelaxGraph, extract_graph
 from .budget import Budget, parse_budget
-from .planner import RematPlan, RematPlanner
+from .planner import RematPlan
+from .portfolio import RematPortfolio
 from .relax_inplace import InplaceCalls, inplace_candidates
 
 __all__ = ["RoamRemat", "remat_function", "op_flops"]
@@ -190,18 +191,22 @@ class RoamRemat:
     inplace : bool
         Write a call's output into an input that dies there when its kernel
         is proven safe for it (default True; free: no recomputation).
+    paths : sequence of (bool, bool), optional
+        The (lean chains, hoisting) move sets of the greedy paths
+        (:class:`~roam_tvm.remat.portfolio.RematPortfolio`); default all three.
 
     Attributes
     ----------
     plans : dict of str to RematPlan
         The plan applied to each function (for reports).
-    planners : dict of str to RematPlanner
+    planners : dict of str to RematPortfolio
         The planner of each function (its ``floor()`` for reports).
     """
 
     def __init__(self, budget: Budget | str | int, functions: list[str] | None = None,
                  cost_model: str = "roofline", layout: dict | None = None,
-                 time_limit: float | None = None, inplace: bool = True):
+                 time_limit: float | None = None, inplace: bool = True, paths=None):
+        self.paths = paths  # (lean, hoist) move sets of the portfolio; default all of PATHS
         self.budget = parse_budget(budget) if isinstance(budget, str) else budget
         self.inplace = inplace
         self.layout = layout
@@ -209,7 +214,7 @@ class RoamRemat:
         self.functions = ["train_step"] if functions is None else list(functions)
         self.cost_model = cost_model
         self.plans: dict[str, RematPlan] = {}
-        self.planners: dict[str, RematPlanner] = {}
+        self.planners: dict[str, RematPortfolio] = {}
 
     def transform_module(self, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
         return self.rewrite(mod)
@@ -226,8 +231,9 @@ class RoamRemat:
             gv = names[name]
             rg = extract_graph(mod[gv], mod, name)
             pairs = inplace_candidates(mod, rg) if self.inplace else None
-            planner = RematPlanner(rg.graph, list(range(len(rg.graph.ops))), self.cost_model,
-                                   op_flops(mod, rg.graph), time_limit=self.time_limit, inplace=pairs)
+            planner = RematPortfolio(rg.graph, list(range(len(rg.graph.ops))), self.cost_model,
+                                     op_flops(mod, rg.graph), time_limit=self.time_limit, inplace=pairs,
+                                     **({} if self.paths is None else {"paths": self.paths}))
             self.planners[name] = planner
             def arena_measure(p: RematPlan, gv=gv, rg=rg) -> int:
                 calls = InplaceCalls(mod)

@@ -1,0 +1,55 @@
+"""Several greedy paths, the cheapest plan per budget (roam_tvm.remat.portfolio), on ResNet-50's step.
+
+The richest move set alone is worse than a plainer one at some budgets (a
+big move with the best ratio must be paid in full by every budget it
+spans); the portfolio is never worse than any path, stays monotone, and its
+plans pass test_remat's independent checks.
+"""
+from __future__ import annotations
+
+import pytest
+from test_remat import check_plan
+from test_remat_hoist import resnet  # noqa: F401 (fixture)
+
+from roam_tvm.remat import BudgetError
+from roam_tvm.remat.portfolio import RematPortfolio
+
+
+def _cost(path, b):
+    try:
+        return path.plan(b).cost
+    except BudgetError:
+        return None
+
+
+def test_portfolio_is_the_cheapest_path_and_monotone(resnet):  # noqa: F811
+    g, pairs = resnet
+    pf = RematPortfolio(g, list(range(len(g.ops))), "roofline", g.meta["flops"], inplace=pairs)
+    top, fl = pf.unbudgeted_peak, pf.floor().bytes
+    assert fl == min(p.floor().bytes for p in pf.paths)
+    costs, richest_worse, checked = [], 0, set()
+    for k in range(20):
+        b = fl + (top - fl) * k // 19
+        plan = pf.plan(b)
+        assert plan.peak <= b
+        path_costs = [_cost(p, b) for p in pf.paths]
+        assert plan.cost == min(c for c in path_costs if c is not None)
+        richest_worse += path_costs[0] is None or path_costs[0] > plan.cost
+        if plan.report["path"] not in checked and plan.source:  # one exact check per path used
+            checked.add(plan.report["path"])
+            check_plan(g, plan, b, pf.base_order)
+        costs.append(plan.cost)
+    assert all(costs[k + 1] <= costs[k] for k in range(19)), costs
+    assert richest_worse  # the portfolio is needed: one path alone is worse somewhere
+    assert len(checked) >= 2
+
+
+def test_portfolio_error_below_the_floor_names_it(resnet):  # noqa: F811
+    g, pairs = resnet
+    pf = RematPortfolio(g, list(range(len(g.ops))), "roofline", g.meta["flops"], inplace=pairs,
+                        paths=((True, False), (False, False)))
+    fl = pf.floor().bytes
+    with pytest.raises(BudgetError, match=str(fl)):
+        pf.plan(fl - 1)
+    with pytest.raises(ValueError, match="move set"):
+        RematPortfolio(g, paths=())
