@@ -101,26 +101,6 @@ def test_projection_is_per_step(name, gates):
     assert len(_calls(after, "relax.concat")) < len(_calls(before, "relax.concat")) or name.startswith("lstm1")
 
 
-def test_step_projection_placed_at_its_cell():
-    """Each step's projection is made just before its cell reads it (sink_bindings.py), not all
-    of them up front where torch.export put the slices: at most one step's input slice is taken
-    ahead of each recurrent product."""
-    from roam_tvm.frontend.rnn_step_projection import per_step_projections
-
-    after = _dce(per_step_projections(_forward("lstm1_bf")))
-    binds = [b for blk in after.body.blocks for b in blk.bindings]
-    x, w_hh = after.params[0], after.params[3]
-    assert "weight_hh" in w_hh.name
-    w_hh_t = {b.var for b in _calls(after, "relax.permute_dims") if b.value.args[0].same_as(w_hh)}
-    x_slices = {b.var for b in _calls(after, "relax.strided_slice") if b.value.args[0].same_as(x)}
-    hh_products = {b.var for b in _calls(after, "relax.matmul") if any(a in w_hh_t for a in b.value.args)}
-    slices = [i for i, b in enumerate(binds) if b.var in x_slices]
-    products = [i for i, b in enumerate(binds) if b.var in hh_products]
-    assert len(slices) == TINY["STEPS"] and len(products) == TINY["STEPS"]
-    for k, i in enumerate(products):
-        assert sum(s < i for s in slices) <= k + 1, (slices, products)
-
-
 def test_projection_read_elsewhere_is_kept():
     """A projection something other than a one-step slice reads stays whole (no rewrite)."""
     from tvm import relax

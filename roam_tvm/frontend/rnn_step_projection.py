@@ -30,7 +30,6 @@ from tvm import relax
 from tvm.relax import op as R
 
 from .relax_walk import bindings, op_name
-from .sink_bindings import sink_to_first_use
 
 
 @dataclass
@@ -144,22 +143,22 @@ def _time_slices(proj_var, binds, users) -> dict | None:
     return out or None
 
 
-def _step_input(emit, source, t: int, defs) -> relax.Expr:
+def _step_input(bb: relax.BlockBuilder, source, t: int, defs) -> relax.Expr:
     """Time step ``t`` of the time-major ``source`` as a ``(B, F)`` tensor, without a whole copy."""
     steps, batch, feat = _shape(source)
     value = defs.get(source)
     if op_name(value) == "relax.permute_dims" and [int(a) for a in value.attrs.axes] == [1, 0, 2]:
         x = value.args[0]  # batch first: slice its time axis
-        step = emit(R.strided_slice(x, [1], [t], [t + 1]))
-        return emit(R.reshape(step, (batch, feat)))
+        step = bb.emit(R.strided_slice(x, [1], [t], [t + 1]))
+        return bb.emit(R.reshape(step, (batch, feat)))
     if op_name(value) == "relax.concat" and int(value.attrs.axis) in (0, -3):
         parts = value.args[0]
         parts = defs.get(parts, parts) if isinstance(parts, relax.Var) else parts
         if isinstance(parts, relax.Tuple) and len(parts.fields) == steps and all(
                 _shape(p) == (1, batch, feat) for p in parts.fields):
-            return emit(R.reshape(parts.fields[t], (batch, feat)))
-    step = emit(R.strided_slice(source, [0], [t], [t + 1]))
-    return emit(R.reshape(step, (batch, feat)))
+            return bb.emit(R.reshape(parts.fields[t], (batch, feat)))
+    step = bb.emit(R.strided_slice(source, [0], [t], [t + 1]))
+    return bb.emit(R.reshape(step, (batch, feat)))
 
 
 @relax.expr_functor.mutator
@@ -168,25 +167,18 @@ class _PerStep(relax.PyExprMutator):
         super().__init__()
         self.plan = plan  # slice var -> (projection, step)
         self.defs = defs
-        self.emitted: list = []  # the vars of the per-step bindings, to sink to their first use
 
     def visit_var_binding_(self, binding):
         if binding.var not in self.plan:
             return super().visit_var_binding_(binding)
         proj, t = self.plan[binding.var]
         bb = self.builder_
-        x_t = _step_input(self.emit_step, proj.source, t, self.defs)
-        y = self.emit_step(R.matmul(x_t, proj.weight, out_dtype=proj.out_dtype or None))
+        x_t = _step_input(bb, proj.source, t, self.defs)
+        y = bb.emit(R.matmul(x_t, proj.weight, out_dtype=proj.out_dtype or None))
         if proj.bias is not None:
-            y = self.emit_step(R.add(proj.bias, y) if proj.bias_first else R.add(y, proj.bias))
+            y = bb.emit(R.add(proj.bias, y) if proj.bias_first else R.add(y, proj.bias))
         out = R.reshape(y, _shape(binding.var))
         bb.emit_normalized(relax.VarBinding(binding.var, bb.normalize(out)))
-        self.emitted.append(binding.var)
-
-    def emit_step(self, value) -> relax.Var:
-        var = self.builder_.emit(value)
-        self.emitted.append(var)
-        return var
 
 
 def per_step_projections(fwd: relax.Function) -> relax.Function:
@@ -222,7 +214,4 @@ def per_step_projections(fwd: relax.Function) -> relax.Function:
         plan.update({v: (proj, t) for v, t in slices.items()})
     if not plan:
         return fwd
-    mutator = _PerStep(plan, defs)
-    out = mutator.visit_expr(fwd)
-    # each step's projection where its cell first reads it, not all of them up front
-    return sink_to_first_use(out, mutator.emitted)
+    return _PerStep(plan, defs).visit_expr(fwd)
