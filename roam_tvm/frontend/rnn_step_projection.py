@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import tvm
 from tvm import relax
 from tvm.relax import op as R
 
@@ -41,7 +40,7 @@ class _Projection:
     bias: relax.Expr | None
     bias_first: bool
     out_dtype: str
-    chain: tuple            # the vars between S and P (each read only by the next)
+    chain: tuple  # the vars between S and P (each read only by the next), dead once rewritten
 
 
 def _shape(expr) -> tuple | None:
@@ -61,7 +60,7 @@ def _ints(tup) -> list[int] | None:
         return None
 
 
-def _split_bias(value, defs) -> tuple:
+def _split_bias(value) -> tuple:
     """``(operand, bias, bias_first)`` of ``add(operand, bias)``; bias 1-D. Else ``(value, None, False)``."""
     if op_name(value) != "relax.add":
         return value, None, False
@@ -87,7 +86,7 @@ def _match_projection(var, defs, uses) -> _Projection | None:
             return None
         chain.append(inner)
         value = defs[inner]
-    operand, bias, bias_first = _split_bias(value, defs)
+    operand, bias, bias_first = _split_bias(value)
     if bias is not None:
         if not isinstance(operand, relax.Var) or operand not in defs:
             return None
@@ -122,7 +121,7 @@ def _unit_time_slice(value) -> int | None:
     return begin[0] if end[0] == begin[0] + 1 and begin[0] >= 0 else None
 
 
-def _time_slices(proj_var, binds, users) -> dict | None:
+def _time_slices(proj_var, users) -> dict | None:
     """Slice var -> step of ``proj_var`` for every use, through one ``flip(axis=0)``; None if
     some use is anything else."""
     steps = _shape(proj_var)[0]
@@ -208,7 +207,7 @@ def per_step_projections(fwd: relax.Function) -> relax.Function:
         proj = _match_projection(b.var, defs, uses)
         if proj is None:
             continue
-        slices = _time_slices(b.var, binds, users)
+        slices = _time_slices(b.var, users)
         if slices is None:
             continue
         plan.update({v: (proj, t) for v, t in slices.items()})
