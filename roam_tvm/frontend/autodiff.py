@@ -12,6 +12,7 @@ from . import gradients
 from .backward_attention import recompute_attention_in_backward
 from .backward_casts import recompute_upcasts_in_backward
 from .backward_elementwise import recompute_elementwise_in_backward
+from .backward_input_slices import recompute_input_slices_in_backward
 from .errors import MissingGradientError
 from .gradient_errors import explain_gradient_failure
 from .norm_grad import share_statistics
@@ -92,4 +93,6 @@ def differentiate(mod: tvm.IRModule, pvars: list,
     # and redoes attention probabilities from Q and K, which it keeps anyway, as fused SDPA does
     adjoint = recompute_attention_in_backward(adjoint)
     # and hardswish's clip(x + 3, 0, 6) from x, which it keeps anyway, as PyTorch's does
-    return recompute_elementwise_in_backward(adjoint)
+    adjoint = recompute_elementwise_in_backward(adjoint)
+    # and an RNN step's input x[:, t] from x, which is alive anyway, as PyTorch's view is
+    return recompute_input_slices_in_backward(adjoint)

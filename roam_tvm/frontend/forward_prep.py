@@ -12,6 +12,8 @@ from .fuse_gelu import fuse_tanh_gelu
 from .fuse_rms_norm import fuse_rms_norm
 from .fuse_silu import fuse_silu
 from .fuse_xent import fuse_cross_entropy
+from .rnn_last_step import read_steps_directly
+from .rnn_step_projection import per_step_projections
 from .simplify import drop_matmul_weight_broadcasts, drop_noop_broadcasts
 
 
@@ -55,6 +57,11 @@ def prepare_forward(fwd: relax.Function, names: list, bn_specs: list,
     mod["fwd"] = drop_noop_broadcasts(mod["fwd"])
     # and a weight broadcast over the time steps of an RNN's input projection would be T copies
     mod["fwd"] = drop_matmul_weight_broadcasts(mod["fwd"])
+    # an RNN's whole-sequence input projection, sliced one step per cell, would be held through
+    # the forward: each cell projects its own step's input instead (rnn_step_projection.py)
+    mod["fwd"] = per_step_projections(mod["fwd"])
+    # and its classifier's read of the last step reads that step, not a (permuted) stacked copy
+    mod["fwd"] = read_steps_directly(mod["fwd"])
     # partial rotary with the whole head rotated concatenates an empty tensor, whose
     # zero-size adjoints Gradient cannot legalize (see drop_empty.py)
     mod["fwd"] = drop_empty_concat_operands(mod["fwd"])
