@@ -14,16 +14,13 @@ same elements of the same tensor).
 """
 from __future__ import annotations
 
-from typing import Dict, Set, Tuple
+from typing import Set
 
 import tvm
 from tvm import relax
 
-from .backward_casts import backward_vars, reads
+from .backward_redo import backward_vars, reads, redo_in_backward
 from .relax_walk import bindings
-
-#: a forward value redone as ``(parameter, ((op name, call), ...))``, the calls applied in turn
-Recipe = Tuple[relax.Var, tuple]
 
 
 def _op(value) -> str | None:
@@ -32,47 +29,18 @@ def _op(value) -> str | None:
     return None
 
 
-def _slices_of_params(func: relax.Function, backward: Set[relax.Var]) -> Dict[relax.Var, Recipe]:
+def _slices_of_params(func: relax.Function, backward: Set[relax.Var]) -> Set[relax.Var]:
     """Forward ``strided_slice(p, ...)`` of a parameter ``p`` of ``func``, and reshapes of them."""
     params = set(func.params)
-    out: Dict[relax.Var, Recipe] = {}
+    out: Set[relax.Var] = set()
     for b in bindings(func):
         if b.var in backward:
             continue
         value, name = b.value, _op(b.value)
         arg = value.args[0] if name else None
-        if name == "relax.strided_slice" and arg in params:
-            out[b.var] = (arg, ((name, value),))
-        elif name == "relax.reshape" and arg in out:
-            src, steps = out[arg]
-            out[b.var] = (src, steps + ((name, value),))
+        if (name == "relax.strided_slice" and arg in params) or (name == "relax.reshape" and arg in out):
+            out.add(b.var)
     return out
-
-
-@relax.expr_functor.mutator
-class _FreshSlices(relax.PyExprMutator):
-    def __init__(self, recipes: Dict[relax.Var, Recipe], backward: Set[relax.Var]):
-        super().__init__()
-        self.recipes = recipes
-        self.backward = backward
-
-    def visit_var_binding_(self, binding: relax.VarBinding) -> None:
-        used = [v for v in reads(binding.value) if v in self.recipes] \
-            if binding.var in self.backward else []
-        if not used:
-            super().visit_var_binding_(binding)
-            return
-        saved = {v: self.get_var_remap(v) for v in used}
-        for v in used:
-            src, steps = self.recipes[v]
-            fresh = self.visit_expr(src)
-            for _, call in steps:  # the same call on the fresh operand
-                new = relax.Call(call.op, [fresh] + list(call.args[1:]), call.attrs, call.ty_args)
-                fresh = self.builder_.emit(new, name_hint=v.name + "_bwd")
-            self.set_var_remap(v, fresh)
-        super().visit_var_binding_(binding)
-        for v, old in saved.items():
-            self.set_var_remap(v, old if old is not None else v)
 
 
 def recompute_input_slices_in_backward(func: relax.Function) -> relax.Function:
@@ -96,5 +64,6 @@ def recompute_input_slices_in_backward(func: relax.Function) -> relax.Function:
     for b in bindings(func):
         if b.var in backward:
             read_later |= reads(b.value)
-    recipes = {v: r for v, r in recipes.items() if v in read_later}
-    return _FreshSlices(recipes, backward).visit_expr(func) if recipes else func
+    targets = {v for v in recipes if v in read_later}
+    # a fresh slice per reading binding, as PyTorch's saved view is read by each gradient
+    return redo_in_backward(func, targets, recipes, shared=False, backward=backward)

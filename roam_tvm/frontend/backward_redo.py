@@ -1,8 +1,9 @@
 """Redo chosen forward values in the backward, right before the backward bindings that read them.
 
-Three rewrites keep fewer tensors from the forward to the backward by recomputing values
+Four rewrites keep fewer tensors from the forward to the backward by recomputing values
 there instead (:mod:`.backward_casts`: float casts; :mod:`.backward_elementwise`: cheap
-elementwise chains; :mod:`.backward_attention`: attention probabilities). Each decides *what*
+elementwise chains; :mod:`.backward_attention`: attention probabilities;
+:mod:`.backward_input_slices`: an RNN step's slice of the input sequence). Each decides *what*
 to redo; this module does the rewriting for all of them:
 
 * ``targets``: forward values whose backward reads are replaced by a recomputed copy;
