@@ -18,6 +18,7 @@ from .gradient_errors import explain_gradient_failure
 from .norm_grad import share_statistics
 from .relax_walk import bindings, op_name
 from .stop_gradient import ActiveVars, insert_stop_gradients, remove_stop_gradients
+from .unit_axis_sums import sums_over_unit_axes_as_reshapes
 
 
 def check_gradients(func: relax.Function, param_vars: list) -> None:
@@ -85,6 +86,8 @@ def differentiate(mod: tvm.IRModule, pvars: list,
     # the forward's norms become the same primitive ops as before (batch_norm in training
     # mode: batch statistics); the backward already is primitive
     mod = relax.transform.DecomposeOpsForTraining("fwd_adjoint")(mod)
+    # a gradient summed over size-1 axes only is passed on as a view, as PyTorch's is
+    mod["fwd_adjoint"] = sums_over_unit_axes_as_reshapes(mod["fwd_adjoint"])
     # the norms' gradients read the forward's mean/variance vectors instead of recomputing
     adjoint = share_statistics(mod["fwd_adjoint"])
     # the backward casts a saved low-precision activation again instead of keeping the
