@@ -25,8 +25,8 @@ PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                     "hf_more.py")
 # 30-90 s each on 2 shared cores; one of each kind by default, the rest with --runslow
 FAST = ["gpt_neox", "llama_lora", "bart"]
-SLOW = ["falcon", "phi", "phi3", "gemma", "gemma2", "stablelm", "olmo", "olmo2", "granite", "qwen3", "qwen2_moe",
-        "mixtral", "llama", "pegasus", "marian", "mt5", "umt5", "bert_mlm", "roberta_cls", "distilbert_cls", "vit",
+SLOW = ["falcon", "phi", "phi3", "gemma", "gemma2", "stablelm", "olmo", "olmo2", "granite", "qwen3", "gemma3", "cohere", "gptj", "opt", "qwen2_moe",
+        "mixtral", "llama", "pegasus", "marian", "mt5", "umt5", "bert_mlm", "albert_mlm", "electra_mlm", "roberta_cls", "distilbert_cls", "vit",
         "deit", "beit", "convnextv2", "regnet", "resnet_hf", "whisper_enc"]
 NO_NUMERICS = ["llama_bf16"]  # bf16 end to end: no fp32 reference to hold it to (planned in test_bf16_plans)
 

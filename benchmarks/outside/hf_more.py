@@ -23,14 +23,14 @@ def _lm(model: nn.Module, vocab: int = VOCAB):
     return model, (_tokens(gen, BATCH, SEQ, vocab),), (_tokens(gen, BATCH, SEQ, vocab),)
 
 
-def _causal(name: str, **cfg):
-    """``<name>Config(**cfg)`` -> ``<name>ForCausalLM`` wrapped to return the logits, tiny batch."""
+def _causal(name: str, model: str | None = None, **cfg):
+    """``<name>Config(**cfg)`` -> ``<name>ForCausalLM`` (or ``model``) wrapped to return the logits."""
     import transformers as tf
 
     _quiet()
     torch.manual_seed(0)
     conf = getattr(tf, f"{name}Config")(vocab_size=VOCAB, num_hidden_layers=2, **cfg)
-    return _lm(CausalLM(getattr(tf, f"{name}ForCausalLM")(conf)))
+    return _lm(CausalLM(getattr(tf, model or f"{name}ForCausalLM")(conf)))
 
 
 _LLAMA_LIKE = dict(hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
@@ -101,6 +101,29 @@ def granite():
 def qwen3():
     """Qwen3 (q/k RMSNorm per head), hidden 64."""
     return _causal("Qwen3", head_dim=16, **_LLAMA_LIKE)
+
+
+def gemma3():
+    """Gemma-3 text model (q/k norms, local + global layers with their own RoPE), hidden 64."""
+    return _causal("Gemma3Text", "Gemma3ForCausalLM", head_dim=16, sliding_window=8, query_pre_attn_scalar=16,
+                   layer_types=["sliding_attention", "full_attention"], **_LLAMA_LIKE)
+
+
+def cohere():
+    """Cohere (LayerNorm without bias, parallel block, logit scale, interleaved RoPE), hidden 64."""
+    return _causal("Cohere", logit_scale=0.25, **_LLAMA_LIKE)
+
+
+def gptj():
+    """GPT-J (parallel block, interleaved partial rotary on 8 of 16 dims), hidden 64."""
+    return _causal("GPTJ", n_embd=64, n_head=4, rotary_dim=8, n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0,
+                   attn_pdrop=0.0, use_cache=False, tie_word_embeddings=False, attn_implementation="eager")
+
+
+def opt():
+    """OPT (learned positions offset by 2, ReLU MLP, pre-LayerNorm), hidden 64."""
+    return _causal("OPT", hidden_size=64, ffn_dim=96, num_attention_heads=4, word_embed_proj_dim=64,
+                   max_position_embeddings=64, dropout=0.0, activation_dropout=0.0, **_DROP0)
 
 
 def qwen2_moe():
@@ -250,6 +273,16 @@ _BERT_LIKE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, in
 def bert_mlm():
     """BERT masked LM (token types, tied decoder, prediction-head transform), 2 layers, hidden 64."""
     return _encoder("BertConfig", "BertForMaskedLM", None, **_BERT_LIKE)
+
+
+def albert_mlm():
+    """ALBERT masked LM (factorised 32-wide embedding, one layer's weights shared by both layers)."""
+    return _encoder("AlbertConfig", "AlbertForMaskedLM", None, embedding_size=32, **_BERT_LIKE)
+
+
+def electra_mlm():
+    """ELECTRA generator masked LM (embedding projection 32 -> 64, GELU head), 2 layers, hidden 64."""
+    return _encoder("ElectraConfig", "ElectraForMaskedLM", None, embedding_size=32, **_BERT_LIKE)
 
 
 def roberta_cls():
