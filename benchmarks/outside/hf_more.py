@@ -152,6 +152,24 @@ def llama():
     return _causal("Llama", **_LLAMA_LIKE)
 
 
+def llama_sdpa():
+    """LLaMA, hidden 64, with transformers' default attention (SDPA) instead of eager."""
+    cfg = {k: v for k, v in _LLAMA_LIKE.items() if k != "attn_implementation"}
+    return _causal("Llama", **cfg)
+
+
+def bert_cls_defaults():
+    """BERT sequence classification as a user writes it: default dropouts (0.1) and attention (SDPA)."""
+    import transformers as tf
+
+    _quiet()
+    gen = _gen()
+    conf = tf.BertConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=96, max_position_embeddings=64, num_labels=3)
+    model = Logits(tf.BertForSequenceClassification(conf))
+    return model, (_tokens(gen, BATCH, SEQ, VOCAB),), (torch.randint(0, 3, (BATCH,), generator=gen),)
+
+
 class LoRALinear(nn.Module):
     """``base(x) + (x A^T) B^T * scale``: the frozen base linear plus a trainable rank-``r`` update."""
 
