@@ -27,9 +27,11 @@ PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 # 30-90 s each on 2 shared cores; one of each kind by default, the rest with --runslow
 FAST = ["gpt_neox", "llama_lora", "bart"]
 SLOW = ["falcon", "phi", "phi3", "gemma", "gemma2", "stablelm", "olmo", "olmo2", "granite", "qwen3", "gemma3", "cohere", "gptj", "opt", "qwen2_moe",
-        "mixtral", "llama", "pegasus", "marian", "mt5", "umt5", "bert_mlm", "albert_mlm", "electra_mlm", "roberta_cls", "distilbert_cls", "vit",
+        "mixtral", "llama", "llama_sdpa", "pegasus", "marian", "mt5", "umt5", "bert_mlm", "albert_mlm", "electra_mlm", "roberta_cls", "distilbert_cls", "vit",
         "deit", "beit", "convnextv2", "regnet", "resnet_hf", "whisper_enc"]
-NO_NUMERICS = ["llama_bf16"]  # bf16 end to end: no fp32 reference to hold it to (planned in test_bf16_plans)
+# no torch step to match: bf16 end to end (test_precision holds pure bf16 to the exact step), and
+# default dropout (imported as the identity, with a warning; torch's step drops)
+NO_NUMERICS = ["llama_bf16", "bert_cls_defaults"]
 
 
 def _module():
