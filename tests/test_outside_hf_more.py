@@ -5,8 +5,11 @@ loss, updated parameters and optimizer states match PyTorch's step (test_numeric
 from __future__ import annotations
 
 import ast
+import copy
 import importlib.util
 import os
+
+import numpy as np
 
 import pytest
 
@@ -17,7 +20,7 @@ pytest.importorskip("transformers")
 from tvm import relax  # noqa: E402
 
 import test_numerics  # noqa: E402
-from roam_tvm.frontend import Adam, from_torch  # noqa: E402
+from roam_tvm.frontend import SGD, Adam, from_torch  # noqa: E402
 from roam_tvm.frontend.double_transpose import cancel_double_transposes  # noqa: E402
 from roam_tvm.frontend.hf_experts import exportable_experts  # noqa: E402
 from test_families import _roam_step  # noqa: E402
@@ -69,6 +72,61 @@ def test_lora_trains_only_the_adapters(monkeypatch):
     ts = from_torch(*_module().llama_lora(), loss="cross_entropy", optimizer=Adam(lr=1e-3), quiet=True)
     assert sorted({n.rsplit(".", 1)[-1] for n in ts.param_names}) == ["a", "b"]
     assert len(ts.param_names) == 2 * 2 * 2  # 2 layers x (q, v) x (a, b)
+
+
+def _sgd_step(model, ids, tgt, lr, autocast=None):
+    """PyTorch's SGD step on a copy of ``model``: loss and parameters (float64 numpy)."""
+    m = copy.deepcopy(model).train()
+    with torch.autocast("cpu", dtype=autocast, enabled=autocast is not None):
+        out = m(ids)
+        loss = torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]).float(), tgt.reshape(-1))
+    loss.backward()
+    torch.optim.SGD(m.parameters(), lr=lr).step()
+    return float(loss.detach()), {n: p.detach().double().numpy() for n, p in m.named_parameters()}
+
+
+def _llvm_step(ts, ids, tgt):
+    vm = relax.VirtualMachine(tvm.compile(ts.mod, target="llvm"), tvm.cpu())
+    state = ts.initial_values()
+    before = {k: v.copy() for k, v in state.items()}
+    return ts.run(vm, [ids.numpy()], [tgt.numpy()], state), before, state
+
+
+@pytest.mark.slow
+def test_llama_bf16_amp_matches_torch_autocast():
+    """LLaMA (RMSNorm and SiLU folds, RoPE) under ``--precision bf16-amp``: fp32 master weights,
+    bf16 activations; the step matches torch.autocast's within 4 bf16 eps (test_precision's bound)."""
+    model, (ids,), (tgt,) = _module().llama()
+    ts = from_torch(model, (ids,), (tgt,), optimizer=SGD(lr=0.5), quiet=True, precision="bf16-amp")
+    assert 'dtype="bfloat16"' in ts.mod["train_step"].script()
+    loss, before, after = _llvm_step(ts, ids, tgt)
+    t_loss, ref = _sgd_step(model, ids, tgt, 0.5, autocast=torch.bfloat16)
+    eps = 2.0**-7
+    assert abs(loss - t_loss) <= 4 * eps * max(1.0, abs(t_loss)), (loss, t_loss)
+    for n in ts.param_names:
+        test_numerics._close(after[n].astype(np.float64) - before[n], ref[n] - before[n], 4 * eps, n)
+
+
+@pytest.mark.slow
+def test_llama_pure_bf16_as_close_to_exact_as_torch():
+    """``model.to(torch.bfloat16)``: the step is as close to the exact (float64) step as PyTorch's
+    own bf16 step (test_precision's bound: twice torch's error plus one bf16 eps)."""
+    from test_precision import _err_beyond_rounding
+
+    model, (ids,), (tgt,) = _module().llama_bf16()
+    ts = from_torch(model, (ids,), (tgt,), optimizer=SGD(lr=0.5), quiet=True)
+    assert {ts.shapes[n][1] for n in ts.param_names} == {"bfloat16"}
+    loss, before, after = _llvm_step(ts, ids, tgt)
+    _, ref = _sgd_step(model, ids, tgt, 0.5)
+    x_loss, exact = _sgd_step(copy.deepcopy(model).double(), ids, tgt, 0.5)
+    assert abs(loss - x_loss) <= 0.02 * max(1.0, abs(x_loss)), (loss, x_loss)
+    for n in ts.param_names:
+        p0 = before[n].astype(np.float64)
+        if np.abs(exact[n] - p0).max() == 0:
+            continue
+        e_tvm = _err_beyond_rounding(after[n].astype(np.float64), exact[n], p0, torch.bfloat16)
+        e_torch = _err_beyond_rounding(ref[n], exact[n], p0, torch.bfloat16)
+        assert e_tvm <= 2 * e_torch + 2.0**-7, (n, e_tvm, e_torch)
 
 
 class FrozenTop(torch.nn.Module):
