@@ -29,9 +29,10 @@ PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                     "hf_more.py")
 # 30-90 s each on 2 shared cores; one of each kind by default, the rest with --runslow
 FAST = ["gpt_neox", "llama_lora", "bart"]
-SLOW = ["falcon", "phi", "phi3", "gemma", "gemma2", "stablelm", "olmo", "olmo2", "granite", "qwen3", "gemma3", "cohere", "gptj", "opt", "qwen2_moe",
-        "mixtral", "llama", "llama_sdpa", "pegasus", "marian", "mt5", "umt5", "bert_mlm", "albert_mlm", "electra_mlm", "roberta_cls", "distilbert_cls", "vit",
-        "deit", "beit", "convnextv2", "regnet", "resnet_hf", "whisper_enc"]
+SLOW = ["falcon", "phi", "phi3", "gemma", "gemma2", "stablelm", "olmo", "olmo2", "granite", "qwen3", "gemma3",
+        "cohere", "gptj", "opt", "qwen2_moe", "mixtral", "llama", "llama_sdpa", "pegasus", "marian", "mt5",
+        "umt5", "bert_mlm", "albert_mlm", "electra_mlm", "roberta_cls", "distilbert_cls", "vit", "deit",
+        "beit", "convnextv2", "regnet", "resnet_hf", "whisper_enc"]
 # no torch step to match: bf16 end to end (test_precision holds pure bf16 to the exact step), and
 # default dropout (imported as the identity, with a warning; torch's step drops)
 NO_NUMERICS = ["llama_bf16", "bert_cls_defaults"]

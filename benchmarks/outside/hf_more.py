@@ -262,14 +262,15 @@ def umt5():
 
 
 class Logits(nn.Module):
-    """Any Hugging Face model whose ``forward(input_ids)`` output has ``.logits``."""
+    """A Hugging Face model called with its one input by name (``input_ids``, ``pixel_values``,
+    ``input_features``): ``forward(x)`` -> the output's ``.logits``."""
 
-    def __init__(self, hf):
+    def __init__(self, hf, key: str = "input_ids"):
         super().__init__()
-        self.hf = hf
+        self.hf, self.key = hf, key
 
-    def forward(self, input_ids):
-        return self.hf(input_ids=input_ids).logits
+    def forward(self, x):
+        return self.hf(**{self.key: x}).logits
 
 
 def _encoder(cfg_name: str, model_name: str, classes: int | None, **cfg):
@@ -320,24 +321,13 @@ def distilbert_cls():
 # vision
 
 
-class Classifier(nn.Module):
-    """A Hugging Face image classifier: ``forward(pixel_values)`` -> logits."""
-
-    def __init__(self, hf):
-        super().__init__()
-        self.hf = hf
-
-    def forward(self, pixel_values):
-        return self.hf(pixel_values=pixel_values).logits
-
-
 def _vision(cfg_name: str, model_name: str, image: int = 32, classes: int = 5, **cfg):
     import transformers as tf
 
     _quiet()
     gen = _gen()
     conf = getattr(tf, cfg_name)(num_labels=classes, **cfg)
-    model = Classifier(getattr(tf, model_name)(conf))
+    model = Logits(getattr(tf, model_name)(conf), "pixel_values")
     x = torch.randn(BATCH, 3, image, image, generator=gen)
     return model, (x,), (torch.randint(0, classes, (BATCH,), generator=gen),)
 
@@ -385,19 +375,8 @@ def resnet_hf():
 # audio
 
 
-class WhisperEncoderClassifier(nn.Module):
-    """``WhisperForAudioClassification``: conv stem + encoder + weighted mean-pool -> logits."""
-
-    def __init__(self, hf):
-        super().__init__()
-        self.hf = hf
-
-    def forward(self, input_features):
-        return self.hf(input_features=input_features).logits
-
-
 def whisper_enc():
-    """Whisper encoder classifier (two conv1d stem, sinusoidal positions), 8 mel bins x 32 frames."""
+    """Whisper encoder + classifier head (two-conv1d stem, sinusoidal positions), 8 mel bins x 32 frames."""
     import transformers as tf
 
     _quiet()
@@ -406,6 +385,6 @@ def whisper_enc():
                             encoder_ffn_dim=96, decoder_layers=1, decoder_attention_heads=4, decoder_ffn_dim=96,
                             max_source_positions=16, vocab_size=VOCAB, dropout=0.0, attention_dropout=0.0,
                             activation_dropout=0.0, num_labels=4, attn_implementation="eager")
-    model = WhisperEncoderClassifier(tf.WhisperForAudioClassification(conf))
+    model = Logits(tf.WhisperForAudioClassification(conf), "input_features")
     x = torch.randn(BATCH, 8, 32, generator=gen)
     return model, (x,), (torch.randint(0, 4, (BATCH,), generator=gen),)
