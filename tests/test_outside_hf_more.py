@@ -25,35 +25,38 @@ from roam_tvm.frontend.double_transpose import cancel_double_transposes  # noqa:
 from roam_tvm.frontend.hf_experts import exportable_experts  # noqa: E402
 from test_families import _roam_step  # noqa: E402
 
-PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "outside",
-                    "hf_more.py")
+OUTSIDE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "outside")
+PATH, USAGE_PATH = os.path.join(OUTSIDE, "hf_more.py"), os.path.join(OUTSIDE, "hf_usage.py")
 # 30-90 s each on 2 shared cores; one of each kind by default, the rest with --runslow
 FAST = ["gpt_neox", "llama_lora", "bart"]
 SLOW = ["falcon", "phi", "phi3", "gemma", "gemma2", "stablelm", "olmo", "olmo2", "granite", "qwen3", "gemma3",
         "cohere", "gptj", "opt", "qwen2_moe", "mixtral", "llama", "llama_sdpa", "pegasus", "marian", "mt5",
         "umt5", "bert_mlm", "albert_mlm", "electra_mlm", "roberta_cls", "distilbert_cls", "vit", "deit",
         "beit", "convnextv2", "regnet", "resnet_hf", "whisper_enc"]
+USAGE = ["llama_raw", "llama_own_loss", "llama_ckpt"]  # hf_usage.py, all slow
 # no torch step to match: bf16 end to end (test_precision holds pure bf16 to the exact step), and
 # default dropout (imported as the identity, with a warning; torch's step drops)
 NO_NUMERICS = ["llama_bf16", "bert_cls_defaults"]
 
 
-def _module():
-    spec = importlib.util.spec_from_file_location("benchmarks_outside_hf_more", PATH)
+def _module(path: str = PATH):
+    spec = importlib.util.spec_from_file_location("benchmarks_outside_" + os.path.basename(path)[:-3], path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
-def _check(name, monkeypatch):
-    model, inputs, targets = getattr(_module(), name)()
+def _check(name, monkeypatch, path=PATH):
+    made = getattr(_module(path), name)()
+    model, inputs, targets = made[:3]
+    loss = made[3] if len(made) > 3 else "cross_entropy"
     opt = Adam(lr=1e-3)
-    ts = from_torch(model, inputs, targets, loss="cross_entropy", optimizer=opt, quiet=True)
+    ts = from_torch(model, inputs, targets, loss=loss, optimizer=opt, quiet=True)
     monkeypatch.setattr(test_numerics, "tvm_step", _roam_step)
     # torch's reference steps (float64 among them, which grouped_mm experts refuse) run MoE
     # experts as the exported step does: the same function (hf_experts.py)
     with exportable_experts(model):
-        test_numerics.compare_step(model, inputs, targets, "cross_entropy", opt, ts=ts)
+        test_numerics.compare_step(model, inputs, targets, loss, opt, ts=ts)
     return ts
 
 
@@ -66,6 +69,12 @@ def test_hf_more_tiny(name, monkeypatch):
 @pytest.mark.parametrize("name", SLOW)
 def test_hf_more_tiny_slow(name, monkeypatch):
     _check(name, monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", USAGE)
+def test_hf_usage_tiny_slow(name, monkeypatch):
+    _check(name, monkeypatch, USAGE_PATH)
 
 
 def test_lora_trains_only_the_adapters(monkeypatch):
@@ -193,8 +202,12 @@ def test_cancel_double_transposes_only_the_identity():
     assert values[2].op.name == "relax.permute_dims" and values[2].args[0].same_as(f.body.blocks[0].bindings[0].var)
 
 
-def test_every_factory_is_tested():
-    with open(PATH, encoding="utf-8") as f:
+def _public(path: str) -> set[str]:
+    with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read())
-    public = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")}
-    assert sorted(FAST + SLOW + NO_NUMERICS) == sorted(public)
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")}
+
+
+def test_every_factory_is_tested():
+    assert sorted(FAST + SLOW + NO_NUMERICS) == sorted(_public(PATH))
+    assert sorted(USAGE) == sorted(_public(USAGE_PATH))
