@@ -139,6 +139,32 @@ def test_llama_pure_bf16_as_close_to_exact_as_torch():
         assert e_tvm <= 2 * e_torch + 2.0**-7, (n, e_tvm, e_torch)
 
 
+class ReturnsModelOutput(torch.nn.Module):
+    """A classifier returning a Hugging Face ``ModelOutput``, as a bare ``*ForCausalLM`` does."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        from transformers.modeling_outputs import SequenceClassifierOutput
+
+        return SequenceClassifierOutput(logits=self.fc(x))
+
+
+def test_pytorch_step_reads_logits_of_a_model_output():
+    """PyTorch's simulated step reads ``.logits`` as ``from_torch`` does (it raised on a ModelOutput)."""
+    from roam_tvm.report.pytorch_peak import simulate_eager_step
+    from roam_tvm.zoo.spec import ModelSpec, OptimizerConfig
+
+    torch.manual_seed(0)
+    x, y = torch.randn(3, 8), torch.randint(0, 4, (3,))
+    spec = ModelSpec("out", ReturnsModelOutput(), (x,), (y,), optimizer=OptimizerConfig(kind="adam", lr=1e-3))
+    plain = ModelSpec("plain", ReturnsModelOutput().fc, (x,), (y,), optimizer=OptimizerConfig(kind="adam", lr=1e-3))
+    assert simulate_eager_step(spec)["peak_bytes"] == simulate_eager_step(plain)["peak_bytes"] > 0
+    assert spec.wrapped()(x, y).shape == ()
+
+
 class FrozenTop(torch.nn.Module):
     """Two trainable linears under two frozen ones: the backward passes through frozen weights."""
 
