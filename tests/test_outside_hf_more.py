@@ -103,10 +103,12 @@ def _llvm_step(ts, ids, tgt):
 
 
 @pytest.mark.slow
-def test_llama_bf16_amp_matches_torch_autocast():
-    """LLaMA (RMSNorm and SiLU folds, RoPE) under ``--precision bf16-amp``: fp32 master weights,
-    bf16 activations; the step matches torch.autocast's within 4 bf16 eps (test_precision's bound)."""
-    model, (ids,), (tgt,) = _module().llama()
+@pytest.mark.parametrize("name", ["llama", "llama_lora"])
+def test_llama_bf16_amp_matches_torch_autocast(name):
+    """LLaMA (RMSNorm and SiLU folds, RoPE), full or LoRA on a frozen base, under ``--precision
+    bf16-amp``: fp32 master weights, bf16 activations; the step matches torch.autocast's within
+    4 bf16 eps (test_precision's bound)."""
+    model, (ids,), (tgt,) = getattr(_module(), name)()
     ts = from_torch(model, (ids,), (tgt,), optimizer=SGD(lr=0.5), quiet=True, precision="bf16-amp")
     assert 'dtype="bfloat16"' in ts.mod["train_step"].script()
     loss, before, after = _llvm_step(ts, ids, tgt)
