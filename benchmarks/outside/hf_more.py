@@ -36,10 +36,8 @@ def _causal(name: str, model: str | None = None, **cfg):
 _LLAMA_LIKE = dict(hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
                    max_position_embeddings=64, **_DROP0)
 
-# ------------------------------------------------------------------------------------------------
+
 # decoder-only language models
-
-
 def gpt_neox():
     """GPT-NeoX (parallel attention + MLP residual, partial rotary, fused qkv), hidden 64."""
     return _causal("GPTNeoX", hidden_size=64, intermediate_size=128, num_attention_heads=4,
@@ -137,10 +135,7 @@ def mixtral():
     return _causal("Mixtral", num_local_experts=4, num_experts_per_tok=2, **_LLAMA_LIKE)
 
 
-# ------------------------------------------------------------------------------------------------
 # LLaMA in bf16, and a frozen LLaMA with LoRA adapters
-
-
 def llama_bf16():
     """LLaMA, hidden 64, the whole model in bfloat16 (``model.to(torch.bfloat16)``)."""
     model, ins, tgt = _causal("Llama", **_LLAMA_LIKE)
@@ -187,18 +182,33 @@ class LoRALinear(nn.Module):
 def llama_lora():
     """LLaMA, hidden 64, every parameter frozen but rank-4 LoRA adapters on q_proj and v_proj."""
     model, ins, tgt = _causal("Llama", **_LLAMA_LIKE)
+    return _add_lora(model), ins, tgt
+
+
+def _add_lora(model):
     for p in model.parameters():
         p.requires_grad_(False)
     for layer in model.hf.model.layers:
         layer.self_attn.q_proj = LoRALinear(layer.self_attn.q_proj)
         layer.self_attn.v_proj = LoRALinear(layer.self_attn.v_proj)
-    return model, ins, tgt
+    return model
 
 
-# ------------------------------------------------------------------------------------------------
+def llama_lora_medium():
+    """LoRA (rank 4 on q_proj, v_proj) on a frozen LLaMA of 4 layers, width 512, 2 x 256 tokens, vocab 8192."""
+    import transformers as tf
+
+    _quiet()
+    gen = _gen()
+    conf = tf.LlamaConfig(vocab_size=8192, num_hidden_layers=4, **dict(_LLAMA_LIKE, hidden_size=512,
+                          intermediate_size=1376, num_attention_heads=8, num_key_value_heads=4,
+                          max_position_embeddings=512))
+    model = CausalLM(tf.LlamaForCausalLM(conf))
+    _add_lora(model)
+    return model, (_tokens(gen, 2, 256, 8192),), (_tokens(gen, 2, 256, 8192),)
+
+
 # encoder-decoders
-
-
 class Seq2SeqLM(nn.Module):
     """An encoder-decoder: ``forward(input_ids, decoder_input_ids)`` -> the decoder's logits."""
 
@@ -257,10 +267,7 @@ def umt5():
     return _seq2seq("UMT5Config", "UMT5ForConditionalGeneration", **_T5_LIKE)
 
 
-# ------------------------------------------------------------------------------------------------
 # BERT-style encoders
-
-
 class Logits(nn.Module):
     """A Hugging Face model called with its one input by name (``input_ids``, ``pixel_values``,
     ``input_features``): ``forward(x)`` -> the output's ``.logits``."""
@@ -317,10 +324,7 @@ def distilbert_cls():
                     attention_dropout=0.0, seq_classif_dropout=0.0)
 
 
-# ------------------------------------------------------------------------------------------------
 # vision
-
-
 def _vision(cfg_name: str, model_name: str, image: int = 32, classes: int = 5, **cfg):
     import transformers as tf
 
@@ -371,10 +375,7 @@ def resnet_hf():
                    depths=[1, 1], layer_type="bottleneck")
 
 
-# ------------------------------------------------------------------------------------------------
 # audio
-
-
 def whisper_enc():
     """Whisper encoder + classifier head (two-conv1d stem, sinusoidal positions), 8 mel bins x 32 frames."""
     import transformers as tf
