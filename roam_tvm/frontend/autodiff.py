@@ -13,6 +13,7 @@ from .backward_attention import recompute_attention_in_backward
 from .backward_casts import recompute_upcasts_in_backward
 from .backward_elementwise import recompute_elementwise_in_backward
 from .backward_input_slices import recompute_input_slices_in_backward
+from .double_transpose import cancel_double_transposes
 from .errors import MissingGradientError
 from .gradient_errors import explain_gradient_failure
 from .norm_grad import share_statistics
@@ -83,6 +84,8 @@ def differentiate(mod: tvm.IRModule, pvars: list,
     progress(f"gradient of {len(bindings(fwd))} bindings w.r.t. {len(pvars)} params")
     mod = _gradient(mod, pvars)
     mod["fwd_adjoint"] = remove_stop_gradients(mod["fwd_adjoint"])
+    # a frozen weight's input gradient reads the weight, not a transposed copy of it
+    mod["fwd_adjoint"] = cancel_double_transposes(mod["fwd_adjoint"])
     # the forward's norms become the same primitive ops as before (batch_norm in training
     # mode: batch statistics); the backward already is primitive
     mod = relax.transform.DecomposeOpsForTraining("fwd_adjoint")(mod)

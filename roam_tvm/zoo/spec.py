@@ -136,8 +136,12 @@ class LossWrapper(nn.Module):
         self.num_inputs = num_inputs
 
     def forward(self, *args):
+        from roam_tvm.frontend.export import first_output  # frontend imports the zoo
+
         inputs, targets = args[: self.num_inputs], args[self.num_inputs:]
-        return compute_loss(self.loss, self.model(*inputs), *targets)
+        # a Hugging Face ModelOutput (``.logits``), dict or tuple: the tensor the step trains on,
+        # as ``from_torch`` reads it, so PyTorch's step is the same step
+        return compute_loss(self.loss, first_output(self.model(*inputs)), *targets)
 
 
 @dataclass
