@@ -1,0 +1,99 @@
+"""benchmarks/outside/cnns_more.py: outside CNNs written in plain torch.nn.
+
+Each factory keeps its contract (model, inputs, targets[, loss]) and runs in PyTorch; a few
+tiny ones are imported, planned by the roam pipeline, built for llvm and run one step, and
+their loss and updated parameters match PyTorch's step (test_numerics.compare_step, the zoo's
+tolerances). The rest of the end-to-end checks are slow (40-90 s each on 2 shared cores).
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+tvm = pytest.importorskip("tvm")
+
+from tvm import relax  # noqa: E402
+
+import test_numerics  # noqa: E402
+from roam_tvm.frontend import Adam, from_torch  # noqa: E402
+from roam_tvm.passes import latest_layout  # noqa: E402
+from roam_tvm.runtime import build  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PATH = os.path.join(ROOT, "benchmarks", "outside", "cnns_more.py")
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("cnns_more", PATH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+CNNS = _load()
+
+
+def _factories() -> list[str]:
+    with open(PATH, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")]
+
+
+def _made(name):
+    made = getattr(CNNS, name)()
+    model, inputs, targets = made[:3]
+    loss = made[3] if len(made) > 3 else torch.nn.functional.cross_entropy  # classes in dim 1
+    return model, inputs, targets, loss
+
+
+@pytest.mark.parametrize("name", _factories())
+def test_factory_contract(name):
+    """Every factory has a docstring and returns tensors that train in PyTorch."""
+    assert getattr(CNNS, name).__doc__, name
+    model, inputs, targets, loss = _made(name)
+    assert all(isinstance(t, torch.Tensor) for t in (*inputs, *targets))
+    model.train()
+    value = loss(model(*inputs), *targets)
+    value.backward()
+    assert torch.isfinite(value)
+
+
+def _roam_step(ts, inputs, targets):
+    """test_numerics.tvm_step, planned by the roam pipeline instead of TVM's default."""
+    exe = build(ts.mod, "llvm", order=True, layout=True, order_time_limit=2.0)
+    vm = relax.VirtualMachine(exe, tvm.cpu())
+    state = ts.initial_values()
+    before = {k: v.copy() for k, v in state.items()}
+    loss = ts.run(vm, [t.numpy() for t in inputs], [t.numpy() for t in targets], state)
+    assert latest_layout(ts.func_name) is not None, "the roam layout did not run"
+    return loss, before, state
+
+
+def _check(name, monkeypatch):
+    model, inputs, targets, loss = _made(name)
+    opt = Adam(lr=1e-3)
+    ts = from_torch(model, inputs, targets, loss=loss, optimizer=opt, quiet=True)
+    monkeypatch.setattr(test_numerics, "tvm_step", _roam_step)
+    test_numerics.compare_step(model, inputs, targets, loss, opt, ts=ts)
+
+
+# squeezenet and vgg_dropout draw dropout masks: their step cannot match PyTorch's RNG
+FAST = ["shufflenet", "unet"]
+SLOW = ["effnet", "resnext", "inception", "convnext", "preact_resnet", "mobilenetv2", "fpn",
+        "norms", "adaptive_pool", "audio1d", "video3d", "pixelshuffle", "label_smoothing", "weighted_ce",
+        "frozen_bn", "channels_last"]
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_outside_cnn_step_matches_torch(name, monkeypatch):
+    _check(name, monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SLOW)
+def test_outside_cnn_step_matches_torch_slow(name, monkeypatch):
+    _check(name, monkeypatch)
