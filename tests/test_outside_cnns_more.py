@@ -19,7 +19,7 @@ tvm = pytest.importorskip("tvm")
 from tvm import relax  # noqa: E402
 
 import test_numerics  # noqa: E402
-from roam_tvm.frontend import Adam, from_torch  # noqa: E402
+from roam_tvm.frontend import SGD, from_torch  # noqa: E402
 from roam_tvm.passes import latest_layout  # noqa: E402
 from roam_tvm.runtime import build  # noqa: E402
 
@@ -75,7 +75,9 @@ def _roam_step(ts, inputs, targets):
 
 def _check(name, monkeypatch):
     model, inputs, targets, loss = _made(name)
-    opt = Adam(lr=1e-3)
+    # the zoo's convention for CNNs (test_families): Adam's first step turns the rounding noise
+    # of near-zero BN-weight gradients into lr-sized update differences
+    opt = SGD(lr=0.01, momentum=0.9, weight_decay=1e-4)
     ts = from_torch(model, inputs, targets, loss=loss, optimizer=opt, quiet=True)
     monkeypatch.setattr(test_numerics, "tvm_step", _roam_step)
     test_numerics.compare_step(model, inputs, targets, loss, opt, ts=ts)
