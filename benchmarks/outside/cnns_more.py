@@ -448,3 +448,119 @@ def channels_last():
     g = _gen()
     m = _small_cnn().to(memory_format=torch.channels_last)
     return m, (_img(g).contiguous(memory_format=torch.channels_last),), (_cls(g),)
+
+
+# --- less common layers --------------------------------------------------------------------
+def alexnet():
+    """AlexNet-like: LocalResponseNorm, overlapping max pools, Dropout in the classifier."""
+    g = _gen()
+    m = nn.Sequential(nn.Conv2d(3, 16, 5, 2, 2), nn.ReLU(), nn.LocalResponseNorm(5), nn.MaxPool2d(3, 2),
+                      nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.LocalResponseNorm(5), nn.MaxPool2d(3, 2),
+                      nn.Flatten(), nn.Dropout(0.5), nn.Linear(32 * 3 * 3, 64), nn.ReLU(), nn.Linear(64, 10))
+    return m, (_img(g),), (_cls(g),)
+
+
+class _ResGen(nn.Module):
+    """CycleGAN-style generator: ReflectionPad2d, InstanceNorm, reflect-padded residual convs,
+    ConvTranspose2d with output_padding, replicate padding, tanh output."""
+
+    def __init__(self, c=8):
+        super().__init__()
+        self.inp = nn.Sequential(nn.ReflectionPad2d(3), nn.Conv2d(3, c, 7), nn.InstanceNorm2d(c), nn.ReLU())
+        self.down = nn.Sequential(nn.Conv2d(c, 2 * c, 3, 2, 1), nn.InstanceNorm2d(2 * c), nn.ReLU())
+        self.res = nn.Sequential(nn.Conv2d(2 * c, 2 * c, 3, padding=1, padding_mode="reflect"),
+                                 nn.InstanceNorm2d(2 * c), nn.ReLU(),
+                                 nn.Conv2d(2 * c, 2 * c, 3, padding=1, padding_mode="replicate"),
+                                 nn.InstanceNorm2d(2 * c))
+        self.up = nn.Sequential(nn.ConvTranspose2d(2 * c, c, 3, 2, 1, output_padding=1), nn.InstanceNorm2d(c),
+                                nn.ReLU())
+        self.out = nn.Sequential(nn.ReflectionPad2d(3), nn.Conv2d(c, 3, 7), nn.Tanh())
+
+    def forward(self, x):
+        y = self.down(self.inp(x))
+        return self.out(self.up(y + self.res(y)))
+
+
+def cyclegan():
+    """CycleGAN-style generator (reflection/replicate padding, InstanceNorm, output_padding), L1 loss."""
+    g = _gen()
+    return _ResGen(), (_img(g, s=16),), (_img(g, s=16),), F.l1_loss
+
+
+class _ASPP(nn.Module):
+    def __init__(self, cin, c):
+        super().__init__()
+        self.b = nn.ModuleList([_cbr(cin, c, 1)] + [nn.Sequential(
+            nn.Conv2d(cin, c, 3, padding=d, dilation=d, bias=False), nn.BatchNorm2d(c), nn.ReLU()) for d in (2, 4)])
+        self.pool = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(cin, c, 1), nn.ReLU())
+        self.proj = _cbr(4 * c, c, 1)
+
+    def forward(self, x):
+        p = F.interpolate(self.pool(x), size=x.shape[-2:], mode="bilinear", align_corners=False)
+        return self.proj(torch.cat([b(x) for b in self.b] + [p], 1))
+
+
+def deeplab():
+    """DeepLabV3-like: dilated convs, ASPP with image pooling, bilinear upsampling, per-pixel cross_entropy."""
+    g = _gen()
+    m = nn.Sequential(_cbr(3, 16, 3, 2), _cbr(16, 16), _ASPP(16, 8), nn.Conv2d(8, 4, 1),
+                      nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False))
+    return m, (_img(g, s=16),), (torch.randint(0, 4, (B, 16, 16), generator=g),)
+
+
+class _DropPath(nn.Module):
+    """Stochastic depth: drops a residual branch per sample (torch.rand in the forward)."""
+
+    def __init__(self, p):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x):
+        if not self.training:
+            return x
+        keep = (torch.rand(x.shape[0], 1, 1, 1, dtype=x.dtype) >= self.p).to(x.dtype)
+        return x * keep / (1 - self.p)
+
+
+class _ActBlock(nn.Module):
+    def __init__(self, c, act):
+        super().__init__()
+        self.f = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c), act, nn.Dropout2d(0.1),
+                               nn.Conv2d(c, c, 3, padding=1))
+        self.dp = _DropPath(0.2)
+
+    def forward(self, x):
+        return x + self.dp(self.f(x))
+
+
+def activations():
+    """PReLU, LeakyReLU, ELU, Mish, Softplus, Hardtanh blocks with Dropout2d and stochastic depth."""
+    g = _gen()
+    acts = [nn.PReLU(16), nn.LeakyReLU(0.1), nn.ELU(), nn.Mish(), nn.Softplus(), nn.Hardtanh()]
+    m = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1), *[_ActBlock(16, a) for a in acts], _Head(16))
+    return m, (_img(g),), (_cls(g),)
+
+
+def bf16_model():
+    """Small CNN whose weights and input are bfloat16 (model.bfloat16(), no AMP)."""
+    g = _gen()
+    return _small_cnn().bfloat16(), (_img(g).bfloat16(),), (_cls(g),)
+
+
+def pools():
+    """avg_pool2d with ceil_mode / count_include_pad=False, dilated max pool, ZeroPad2d, flip and roll."""
+    g = _gen()
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = _cbr(3, 16), _cbr(16, 16)
+            self.pad = nn.ZeroPad2d((1, 0, 1, 0))
+            self.fc = nn.Linear(16, 10)
+
+        def forward(self, x):
+            y = F.avg_pool2d(self.a(x), 3, 2, 1, ceil_mode=True, count_include_pad=False)
+            y = F.max_pool2d(self.pad(y), 3, 1, dilation=2)
+            y = self.b(y) + torch.roll(torch.flip(y, (3,)), 1, 2)
+            return self.fc(y.mean((2, 3)))
+    return M(), (_img(g),), (_cls(g),)
