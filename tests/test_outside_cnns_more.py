@@ -99,3 +99,74 @@ def test_outside_cnn_step_matches_torch(name, monkeypatch):
 @pytest.mark.parametrize("name", SLOW)
 def test_outside_cnn_step_matches_torch_slow(name, monkeypatch):
     _check(name, monkeypatch)
+
+
+# ------------------------------------------------------------------------------------------
+# max-pool indices and adaptive max pooling (roam_tvm/frontend/pool_indices.py)
+F = torch.nn.functional
+
+
+class _Unpool(torch.nn.Module):
+    """conv -> ReLU (ties at 0 inside windows) -> max pool with indices -> unpool -> conv."""
+
+    def __init__(self, nd=2, k=2):
+        super().__init__()
+        conv = {1: torch.nn.Conv1d, 2: torch.nn.Conv2d}[nd]
+        self.a, self.b = conv(2, 3, 3, padding=1), conv(3, 2, 1)
+        self.pool = {1: torch.nn.MaxPool1d, 2: torch.nn.MaxPool2d}[nd](k, return_indices=True)
+        self.unpool = {1: torch.nn.MaxUnpool1d, 2: torch.nn.MaxUnpool2d}[nd](k)
+
+    def forward(self, x):
+        y = F.relu(self.a(x))
+        v, i = self.pool(y)
+        return self.b(self.unpool(v, i, output_size=y.shape[2:]))
+
+
+def _mse(out, target):
+    return F.mse_loss(out, target)
+
+
+@pytest.mark.parametrize("nd,size", [(2, (6, 7)), (1, (9,))])
+def test_max_unpool_step_matches_torch(nd, size):
+    """TVM returns zeros as max_pool's indices; an odd size checks the crop to whole windows."""
+    torch.manual_seed(0)
+    model = _Unpool(nd)
+    x = torch.randn(2, 2, *size)
+    target = torch.randn(2, 2, *size)
+    test_numerics.compare_step(model, (x,), (target,), _mse, SGD(lr=0.1, momentum=0.9))
+
+
+class _AdaptiveMax(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Conv2d(2, 4, 3), torch.nn.Conv1d(2, 4, 3)
+        self.fc = torch.nn.Linear(4 * 2 * 3 + 4 * 3, 5)
+
+    def forward(self, x, s):
+        p = F.adaptive_max_pool2d(self.a(x), (2, 3))  # 5x7 -> 2x3: overlapping, uneven windows
+        q = F.adaptive_max_pool1d(self.b(s), 3)
+        return self.fc(torch.cat([p.flatten(1), q.flatten(1)], 1))
+
+
+def test_adaptive_max_pool_step_matches_torch():
+    torch.manual_seed(0)
+    ins = (torch.randn(2, 2, 7, 9), torch.randn(2, 2, 10))
+    test_numerics.compare_step(_AdaptiveMax(), ins, (torch.tensor([1, 4]),), F.cross_entropy,
+                               SGD(lr=0.1, momentum=0.9))
+
+
+class _Overlap(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(2, 2, 1)
+
+    def forward(self, x):
+        v, i = F.max_pool2d(self.a(x), 3, 2, 1, return_indices=True)
+        return F.max_unpool2d(v, i, 3, 2, 1, output_size=x.shape[2:])
+
+
+def test_overlapping_pool_indices_refused_by_name():
+    from roam_tvm.frontend.errors import FrontendError
+    x = torch.randn(1, 2, 8, 8)
+    with pytest.raises(FrontendError, match="max_pool2d_with_indices.*non-overlapping"):
+        from_torch(_Overlap(), (x,), (torch.randn(1, 2, 8, 8),), loss=_mse, optimizer=SGD(lr=0.1), quiet=True)

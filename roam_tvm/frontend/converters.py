@@ -22,6 +22,8 @@
 * ``_embedding_bag`` (``nn.EmbeddingBag``; no converter in TVM 0.27): ``embedding_bag.py``.
 * ``index.Tensor`` (``x[I, J]``, ``x[:, I, J]``): negative indices wrapped, index tensors
   zipped as in PyTorch, and a gradient (``advanced_index.py``).
+* ``max_pool*d_with_indices``: real indices where they are read (TVM returns zeros), and
+  ``adaptive_max_pool{1,2}d`` (no converter in TVM 0.27): ``pool_indices.py``.
 
 """
 
@@ -38,6 +40,7 @@ from .embedding_bag import CONVERTERS as BAG_CONVERTERS
 from .float_promotion import PROMOTING_CONVERTERS
 from .full_nonfinite import convert_full, convert_full_like
 from .index_put import CONVERTERS as PUT_CONVERTERS
+from .pool_indices import CONVERTERS as POOL_CONVERTERS
 
 
 
@@ -124,4 +127,6 @@ CONVERTERS = {"select.int": _select, "scatter_add.default": _scatter_add,
               # SELU's scale, which TVM drops (convert_elu.py)
               "elu.default": convert_elu,
               **EMBEDDING_CONVERTERS, **BAG_CONVERTERS, **PUT_CONVERTERS,
-              **INDEX_CONVERTERS, **PROMOTING_CONVERTERS}
+              **INDEX_CONVERTERS, **PROMOTING_CONVERTERS,
+              # real max-pool indices (MaxUnpool), adaptive max pooling (pool_indices.py)
+              **POOL_CONVERTERS}
