@@ -170,3 +170,32 @@ def test_overlapping_pool_indices_refused_by_name():
     x = torch.randn(1, 2, 8, 8)
     with pytest.raises(FrontendError, match="max_pool2d_with_indices.*non-overlapping"):
         from_torch(_Overlap(), (x,), (torch.randn(1, 2, 8, 8),), loss=_mse, optimizer=SGD(lr=0.1), quiet=True)
+
+
+# ------------------------------------------------------------------------------------------
+# 3-D pooling as two 2-D poolings (roam_tvm/frontend/pool3d.py)
+class _Pools3d(torch.nn.Module):
+    """Per-channel scale (a parameter before every pool), then 3-D pools with padding, ceil_mode,
+    count_include_pad=False, and a LocalResponseNorm (avg_pool3d over channels)."""
+
+    def __init__(self):
+        super().__init__()
+        self.s = torch.nn.Parameter(torch.linspace(0.5, 1.5, 3).view(1, 3, 1, 1, 1))
+        self.t = torch.nn.Parameter(torch.linspace(-0.2, 0.2, 6).view(1, 6, 1, 1))
+        self.lrn = torch.nn.LocalResponseNorm(3)
+        self.fc = torch.nn.Linear(3 * 2 * (3 * 3 + 4 * 4 + 4 * 4) + 6 * 4 * 4, 4)  # for x [2, 3, 2, 6, 7]
+
+    def forward(self, x, im):
+        y = x * self.s
+        a = F.max_pool3d(y, (1, 2, 2))
+        b = F.max_pool3d(y, 3, 2, 1, ceil_mode=True)
+        c = F.avg_pool3d(y, 2, 2, 1, ceil_mode=True, count_include_pad=False)
+        d = self.lrn(im + self.t)
+        return self.fc(torch.cat([a.flatten(1), b.flatten(1), c.flatten(1), d.flatten(1)], 1))
+
+
+def test_pool3d_and_lrn_step_matches_torch():
+    torch.manual_seed(0)
+    ins = (torch.randn(2, 3, 2, 6, 7), torch.randn(2, 6, 4, 4))
+    model = _Pools3d()
+    test_numerics.compare_step(model, ins, (torch.tensor([1, 3]),), F.cross_entropy, SGD(lr=0.1, momentum=0.9))

@@ -24,6 +24,8 @@
   zipped as in PyTorch, and a gradient (``advanced_index.py``).
 * ``max_pool*d_with_indices``: real indices where they are read (TVM returns zeros), and
   ``adaptive_max_pool{1,2}d`` (no converter in TVM 0.27): ``pool_indices.py``.
+* ``max_pool3d`` / ``avg_pool3d`` (no gradient in TVM 0.27; LocalResponseNorm uses the
+  latter): two 2-D poolings (``pool3d.py``).
 
 """
 
@@ -40,6 +42,7 @@ from .embedding_bag import CONVERTERS as BAG_CONVERTERS
 from .float_promotion import PROMOTING_CONVERTERS
 from .full_nonfinite import convert_full, convert_full_like
 from .index_put import CONVERTERS as PUT_CONVERTERS
+from .pool3d import CONVERTERS as POOL3D_CONVERTERS
 from .pool_indices import CONVERTERS as POOL_CONVERTERS
 
 
@@ -129,4 +132,4 @@ CONVERTERS = {"select.int": _select, "scatter_add.default": _scatter_add,
               **EMBEDDING_CONVERTERS, **BAG_CONVERTERS, **PUT_CONVERTERS,
               **INDEX_CONVERTERS, **PROMOTING_CONVERTERS,
               # real max-pool indices (MaxUnpool), adaptive max pooling (pool_indices.py)
-              **POOL_CONVERTERS}
+              **POOL_CONVERTERS, **POOL3D_CONVERTERS}

@@ -27,6 +27,7 @@ from tvm import relax
 from tvm.relax import op as R
 
 from .errors import UnsupportedError
+from .pool3d import max_pool3d
 from .relax_shapes import known_shape, static_shape
 
 
@@ -67,7 +68,7 @@ def _window_argmax(bb, x, kernel: tuple, out: tuple):
     return bb.emit(flat)
 
 
-def _with_indices(nd: int, impl_name: str, op_name: str):
+def _with_indices(nd: int, impl, op_name: str):
     def convert(node, importer):
         args = importer.retrieve_args(node)
         x, kernel = args[0], _tuple(args[1], nd)
@@ -75,7 +76,7 @@ def _with_indices(nd: int, impl_name: str, op_name: str):
         padding = _tuple(args[3], nd) if len(args) > 3 else (0,) * nd
         dilation = _tuple(args[4], nd) if len(args) > 4 else (1,) * nd
         ceil_mode = bool(args[5]) if len(args) > 5 else False
-        values = getattr(importer, impl_name)(x, kernel, stride, padding, dilation, ceil_mode)
+        values = impl(importer, x, kernel, stride, padding, dilation, ceil_mode)
         if not _indices_read(node):  # only the values are used: TVM's pooling is all there is
             return importer.block_builder.emit(relax.Tuple([values, R.zeros_like(values)]))
         shape = known_shape(x)
@@ -127,9 +128,12 @@ def _adaptive_max(nd: int, op_name: str):
 
 
 CONVERTERS = {
-    "max_pool1d_with_indices.default": _with_indices(1, "_max_pool1d_impl", "max_pool1d_with_indices"),
-    "max_pool2d_with_indices.default": _with_indices(2, "_max_pool2d_impl", "max_pool2d_with_indices"),
-    "max_pool3d_with_indices.default": _with_indices(3, "_max_pool3d_impl", "max_pool3d_with_indices"),
+    "max_pool1d_with_indices.default": _with_indices(
+        1, lambda imp, *a: imp._max_pool1d_impl(*a), "max_pool1d_with_indices"),
+    "max_pool2d_with_indices.default": _with_indices(
+        2, lambda imp, *a: imp._max_pool2d_impl(*a), "max_pool2d_with_indices"),
+    # TVM's max_pool3d has no gradient: two 2-D pools (pool3d.py)
+    "max_pool3d_with_indices.default": _with_indices(3, max_pool3d, "max_pool3d_with_indices"),
     "adaptive_max_pool1d.default": _adaptive_max(1, "adaptive_max_pool1d"),
     "adaptive_max_pool2d.default": _adaptive_max(2, "adaptive_max_pool2d"),
 }
