@@ -199,3 +199,26 @@ def test_pool3d_and_lrn_step_matches_torch():
     ins = (torch.randn(2, 3, 2, 6, 7), torch.randn(2, 6, 4, 4))
     model = _Pools3d()
     test_numerics.compare_step(model, ins, (torch.tensor([1, 3]),), F.cross_entropy, SGD(lr=0.1, momentum=0.9))
+
+
+# ------------------------------------------------------------------------------------------
+# conv3d's gradient (roam_tvm/frontend/grad_conv3d.py)
+class _Conv3d(torch.nn.Module):
+    def __init__(self, stride, padding, dilation, groups):
+        super().__init__()
+        self.a = torch.nn.Conv3d(4, 6, (3, 2, 3), stride, padding, dilation, groups)
+        self.b = torch.nn.Conv3d(6, 2, 1)
+
+    def forward(self, x):
+        return self.b(torch.tanh(self.a(x)))
+
+
+@pytest.mark.parametrize("stride,padding,dilation,groups", [
+    (1, 1, 1, 1), ((2, 1, 2), (1, 0, 2), 1, 2), (1, (0, 1, 1), (1, 2, 1), 1), (2, 0, 1, 1)])
+def test_conv3d_step_matches_torch(stride, padding, dilation, groups):
+    """Odd sizes (rows the stride skips), asymmetric strides, padding, dilation and groups."""
+    torch.manual_seed(0)
+    model = _Conv3d(stride, padding, dilation, groups).double()
+    x = torch.randn(2, 4, 5, 7, 8, dtype=torch.float64)
+    target = torch.randn_like(model(x))
+    test_numerics.compare_step(model, (x,), (target,), _mse, SGD(lr=0.1, momentum=0.9), dtype="float64")
