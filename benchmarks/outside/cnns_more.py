@@ -516,29 +516,38 @@ class _DropPath(nn.Module):
         self.p = p
 
     def forward(self, x):
-        if not self.training:
+        if not self.training or self.p == 0:  # no draw at probability 0 (the usual way out)
             return x
         keep = (torch.rand(x.shape[0], 1, 1, 1, dtype=x.dtype) >= self.p).to(x.dtype)
         return x * keep / (1 - self.p)
 
 
 class _ActBlock(nn.Module):
-    def __init__(self, c, act):
+    def __init__(self, c, act, drop_path=0.0):
         super().__init__()
         self.f = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c), act, nn.Dropout2d(0.1),
                                nn.Conv2d(c, c, 3, padding=1))
-        self.dp = _DropPath(0.2)
+        self.dp = _DropPath(drop_path)
 
     def forward(self, x):
         return x + self.dp(self.f(x))
 
 
-def activations():
-    """PReLU, LeakyReLU, ELU, Mish, Softplus, Hardtanh blocks with Dropout2d and stochastic depth."""
-    g = _gen()
+def _act_net(drop_path):
     acts = [nn.PReLU(16), nn.LeakyReLU(0.1), nn.ELU(), nn.Mish(), nn.Softplus(), nn.Hardtanh()]
-    m = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1), *[_ActBlock(16, a) for a in acts], _Head(16))
-    return m, (_img(g),), (_cls(g),)
+    return nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1), *[_ActBlock(16, a, drop_path) for a in acts], _Head(16))
+
+
+def activations():
+    """PReLU, LeakyReLU, ELU, Mish, Softplus, Hardtanh residual blocks with Dropout2d (drop-path rate 0)."""
+    g = _gen()
+    return _act_net(0.0), (_img(g),), (_cls(g),)
+
+
+def drop_path():
+    """activations() with stochastic depth 0.2 (torch.rand in the forward): refused with the way out."""
+    g = _gen()
+    return _act_net(0.2), (_img(g),), (_cls(g),)
 
 
 def bf16_model():
