@@ -83,11 +83,12 @@ def _check(name, monkeypatch):
     test_numerics.compare_step(model, inputs, targets, loss, opt, ts=ts)
 
 
-# squeezenet and vgg_dropout draw dropout masks: their step cannot match PyTorch's RNG
+# squeezenet, vgg_dropout, alexnet and activations use dropout, which TVM imports as the
+# identity (random_ops.py warns): their step cannot match PyTorch's
 FAST = ["shufflenet", "unet"]
 SLOW = ["effnet", "resnext", "inception", "convnext", "preact_resnet", "mobilenetv2", "fpn",
         "norms", "adaptive_pool", "audio1d", "video3d", "pixelshuffle", "label_smoothing", "weighted_ce",
-        "frozen_bn", "channels_last"]
+        "frozen_bn", "channels_last", "video3d", "cyclegan", "deeplab", "adaptive_pool"]
 
 
 @pytest.mark.parametrize("name", FAST)
