@@ -88,7 +88,7 @@ def _check(name, monkeypatch):
 FAST = ["shufflenet", "unet"]
 SLOW = ["effnet", "resnext", "inception", "convnext", "preact_resnet", "mobilenetv2", "fpn",
         "norms", "adaptive_pool", "audio1d", "video3d", "pixelshuffle", "label_smoothing", "weighted_ce",
-        "frozen_bn", "channels_last", "video3d", "cyclegan", "deeplab", "adaptive_pool"]
+        "frozen_bn", "channels_last", "cyclegan", "deeplab"]
 
 
 @pytest.mark.parametrize("name", FAST)
