@@ -223,3 +223,27 @@ def test_conv3d_step_matches_torch(stride, padding, dilation, groups):
     x = torch.randn(2, 4, 5, 7, 8, dtype=torch.float64)
     target = torch.randn_like(model(x))
     test_numerics.compare_step(model, (x,), (target,), _mse, SGD(lr=0.1, momentum=0.9), dtype="float64")
+
+
+# ------------------------------------------------------------------------------------------
+# dilated max pooling (roam_tvm/frontend/dilated_pool.py): TVM's gradient does not lower
+class _Dilated(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(2, 3, 1)
+        self.b = torch.nn.Conv3d(2, 3, 1)
+
+    def forward(self, x, v):
+        y = self.a(x)
+        p = F.max_pool2d(y, 3, 1, dilation=2)
+        q = F.max_pool2d(y, (2, 3), (2, 1), (1, 1), dilation=(2, 3), ceil_mode=True)
+        r = F.max_pool3d(self.b(v), 2, 1, 1, dilation=(1, 2, 2))
+        return torch.cat([p.flatten(1), q.flatten(1), r.flatten(1)], 1).sum(1, keepdim=True)
+
+
+def test_dilated_max_pool_builds_and_matches_torch():
+    torch.manual_seed(0)
+    ins = (torch.randn(2, 2, 9, 10), torch.randn(2, 2, 3, 6, 7))
+    model = _Dilated()
+    target = torch.randn_like(model(*ins))
+    test_numerics.compare_step(model, ins, (target,), _mse, SGD(lr=0.1, momentum=0.9))

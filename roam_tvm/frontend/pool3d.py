@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from tvm.relax import op as R
 
+from .dilated_pool import max_pool2d
 from .relax_shapes import known_shape
 
 
@@ -31,20 +32,28 @@ def _triple(v, default):
     return (int(v),) * 3
 
 
-def _separable(bb, x, pool2d, kernel, stride, padding, ceil_mode, **extra):
-    """``pool2d`` over (H, W), then over D; ``extra`` holds the pooling's own attributes."""
+def _separable(bb, x, pool2d, kernel, stride, padding, dilation=(1, 1, 1)):
+    """``pool2d(bb, x, kernel, stride, padding, dilation)`` (2-tuples) over (H, W), then over D."""
     n, c, d, h, w = known_shape(x)
     y = bb.emit(R.reshape(x, [n, c * d, h, w]))
-    y = bb.emit(pool2d(y, pool_size=kernel[1:], strides=stride[1:],
-                       padding=[padding[1], padding[2], padding[1], padding[2]],
-                       ceil_mode=ceil_mode, layout="NCHW", **{k: v[1:] if k == "dilation" else v
-                                                             for k, v in extra.items()}))
+    y = pool2d(bb, y, kernel[1:], stride[1:], padding[1:], dilation[1:])
     h2, w2 = known_shape(y)[2:]
     y = bb.emit(R.reshape(y, [n, c, d, h2 * w2]))
-    y = bb.emit(pool2d(y, pool_size=[kernel[0], 1], strides=[stride[0], 1],
-                       padding=[padding[0], 0, padding[0], 0], ceil_mode=ceil_mode, layout="NCHW",
-                       **{k: [v[0], 1] if k == "dilation" else v for k, v in extra.items()}))
+    y = pool2d(bb, y, (kernel[0], 1), (stride[0], 1), (padding[0], 0), (dilation[0], 1))
     return bb.emit(R.reshape(y, [n, c, known_shape(y)[2], h2, w2]))
+
+
+def _max2d(ceil_mode):
+    def pool(bb, y, k, s, p, d):  # dilated ones as slices (dilated_pool.py)
+        return max_pool2d(bb, y, k, s, p, d, ceil_mode)
+    return pool
+
+
+def _avg2d(ceil_mode, count_include_pad):
+    def pool(bb, y, k, s, p, d):
+        return bb.emit(R.nn.avg_pool2d(y, k, s, [p[0], p[1], p[0], p[1]], ceil_mode=ceil_mode,
+                                       count_include_pad=count_include_pad, layout="NCHW"))
+    return pool
 
 
 def max_pool3d(importer, x, kernel, stride, padding, dilation, ceil_mode):
@@ -53,8 +62,8 @@ def max_pool3d(importer, x, kernel, stride, padding, dilation, ceil_mode):
     if shape is None or len(shape) != 5:
         return importer._max_pool3d_impl(x, kernel, stride, padding, dilation, ceil_mode)
     k = _triple(kernel, None)
-    return _separable(importer.block_builder, x, R.nn.max_pool2d, k, _triple(stride, k),
-                      _triple(padding, (0, 0, 0)), bool(ceil_mode), dilation=list(_triple(dilation, (1, 1, 1))))
+    return _separable(importer.block_builder, x, _max2d(bool(ceil_mode)), k, _triple(stride, k),
+                      _triple(padding, (0, 0, 0)), _triple(dilation, (1, 1, 1)))
 
 
 def _arg(args, node, i, name, default):
@@ -76,11 +85,10 @@ def _avg_pool3d(node, importer):
     if shape is None or len(shape) != 5 or divisor is not None:
         return importer._avg_pool3d(node)
     k = _triple(args[1], None)
-    return _separable(importer.block_builder, x, R.nn.avg_pool2d, k,
-                      _triple(_arg(args, node, 2, "stride", None), k),
-                      _triple(_arg(args, node, 3, "padding", 0), (0, 0, 0)),
-                      bool(_arg(args, node, 4, "ceil_mode", False)),
-                      count_include_pad=bool(_arg(args, node, 5, "count_include_pad", True)))
+    pool = _avg2d(bool(_arg(args, node, 4, "ceil_mode", False)),
+                  bool(_arg(args, node, 5, "count_include_pad", True)))
+    return _separable(importer.block_builder, x, pool, k, _triple(_arg(args, node, 2, "stride", None), k),
+                      _triple(_arg(args, node, 3, "padding", 0), (0, 0, 0)))
 
 
 CONVERTERS = {"max_pool3d.default": _max_pool3d, "avg_pool3d.default": _avg_pool3d}

@@ -26,6 +26,7 @@ import operator
 from tvm import relax
 from tvm.relax import op as R
 
+from .dilated_pool import max_pool2d as dilated_max_pool2d
 from .errors import UnsupportedError
 from .pool3d import max_pool3d
 from .relax_shapes import known_shape, static_shape
@@ -98,6 +99,13 @@ def _with_indices(nd: int, impl, op_name: str):
     return convert
 
 
+def _max_pool2d(importer, x, kernel, stride, padding, dilation, ceil_mode):
+    """TVM's pooling; a dilated one as slices (its TVM gradient does not lower: dilated_pool.py)."""
+    if any(d != 1 for d in dilation) and x.ty.ndim == 4 and known_shape(x) is not None:
+        return dilated_max_pool2d(importer.block_builder, x, kernel, stride, padding, dilation, ceil_mode)
+    return importer._max_pool2d_impl(x, kernel, stride, padding, dilation, ceil_mode)
+
+
 def _bounds(n: int, o: int) -> list[tuple[int, int]]:
     """PyTorch's adaptive pooling windows along an axis of ``n`` into ``o``."""
     return [(i * n // o, -(-(i + 1) * n // o)) for i in range(o)]
@@ -131,7 +139,7 @@ CONVERTERS = {
     "max_pool1d_with_indices.default": _with_indices(
         1, lambda imp, *a: imp._max_pool1d_impl(*a), "max_pool1d_with_indices"),
     "max_pool2d_with_indices.default": _with_indices(
-        2, lambda imp, *a: imp._max_pool2d_impl(*a), "max_pool2d_with_indices"),
+        2, _max_pool2d, "max_pool2d_with_indices"),
     # TVM's max_pool3d has no gradient: two 2-D pools (pool3d.py)
     "max_pool3d_with_indices.default": _with_indices(3, max_pool3d, "max_pool3d_with_indices"),
     "adaptive_max_pool1d.default": _adaptive_max(1, "adaptive_max_pool1d"),
