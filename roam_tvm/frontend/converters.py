@@ -24,6 +24,9 @@
   zipped as in PyTorch, and a gradient (``advanced_index.py``).
 * ``max_pool*d_with_indices``: real indices where they are read (TVM returns zeros), and
   ``adaptive_max_pool{1,2}d`` (no converter in TVM 0.27): ``pool_indices.py``.
+* ``_native_batch_norm_legit_no_training`` (an eval-mode BN in a training step, e.g. a frozen
+  backbone's): an affine map with the running statistics; ``DecomposeOpsForTraining``
+  expanded TVM's ``batch_norm(training=False)`` with batch statistics (``eval_batch_norm.py``).
 * ``max_pool3d`` / ``avg_pool3d`` (no gradient in TVM 0.27; LocalResponseNorm uses the
   latter): two 2-D poolings (``pool3d.py``).
 
@@ -39,6 +42,7 @@ from .convert_elu import convert_elu
 from .detach import convert_detach
 from .embedding import CONVERTERS as EMBEDDING_CONVERTERS
 from .embedding_bag import CONVERTERS as BAG_CONVERTERS
+from .eval_batch_norm import CONVERTERS as EVAL_BN_CONVERTERS
 from .float_promotion import PROMOTING_CONVERTERS
 from .full_nonfinite import convert_full, convert_full_like
 from .index_put import CONVERTERS as PUT_CONVERTERS
@@ -132,4 +136,6 @@ CONVERTERS = {"select.int": _select, "scatter_add.default": _scatter_add,
               **EMBEDDING_CONVERTERS, **BAG_CONVERTERS, **PUT_CONVERTERS,
               **INDEX_CONVERTERS, **PROMOTING_CONVERTERS,
               # real max-pool indices (MaxUnpool), adaptive max pooling (pool_indices.py)
-              **POOL_CONVERTERS, **POOL3D_CONVERTERS}
+              **POOL_CONVERTERS, **POOL3D_CONVERTERS,
+              # eval-mode BN (a frozen backbone's) with its running statistics (eval_batch_norm.py)
+              **EVAL_BN_CONVERTERS}
