@@ -573,3 +573,8 @@ def pools():
             y = self.b(y) + torch.roll(torch.flip(y, (3,)), 1, 2)
             return self.fc(y.mean((2, 3)))
     return M(), (_img(g),), (_cls(g),)
+
+
+def frozen_bn_bf16():
+    """frozen_bn for --precision bf16-amp (eval-mode BN under autocast)."""
+    return frozen_bn()

@@ -28,12 +28,14 @@ def convert_eval_batch_norm(node, importer):
     gamma, beta, mean, var = (_arg(importer, node, i) for i in range(1, 5))
     eps = float(node.args[6] if len(node.args) > 6 else node.kwargs.get("eps", 1e-5))
     dtype = str(x.ty.dtype)
-    scale = bb.emit(R.rsqrt(bb.emit(R.add(var, relax.const(eps, dtype)))))
+    scale = bb.emit(R.rsqrt(bb.emit(R.add(var, relax.const(eps, str(var.ty.dtype))))))
     if gamma is not None:
         scale = bb.emit(R.multiply(scale, gamma))
     shift = bb.emit(R.negative(bb.emit(R.multiply(mean, scale))))
     if beta is not None:
         shift = bb.emit(R.add(shift, beta))
+    if str(scale.ty.dtype) != dtype:  # low-precision activations, float32 statistics
+        scale, shift = bb.emit(R.astype(scale, dtype)), bb.emit(R.astype(shift, dtype))
     per_channel = [-1] + [1] * (x.ty.ndim - 2)  # [C, 1, ...] broadcasts over N and space
     scale = bb.emit(R.reshape(scale, per_channel))
     shift = bb.emit(R.reshape(shift, per_channel))
