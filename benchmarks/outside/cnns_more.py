@@ -397,7 +397,7 @@ _W = torch.linspace(0.5, 2.0, 10)
 
 
 def _weighted_ce(logits, target):
-    return F.cross_entropy(logits, target, weight=_W.to(logits.dtype))
+    return F.cross_entropy(logits, target, weight=_W.to(logits.device, logits.dtype))
 
 
 def weighted_ce():
