@@ -22,6 +22,13 @@
 * ``_embedding_bag`` (``nn.EmbeddingBag``; no converter in TVM 0.27): ``embedding_bag.py``.
 * ``index.Tensor`` (``x[I, J]``, ``x[:, I, J]``): negative indices wrapped, index tensors
   zipped as in PyTorch, and a gradient (``advanced_index.py``).
+* ``max_pool*d_with_indices``: real indices where they are read (TVM returns zeros), and
+  ``adaptive_max_pool{1,2}d`` (no converter in TVM 0.27): ``pool_indices.py``.
+* ``_native_batch_norm_legit_no_training`` (an eval-mode BN in a training step, e.g. a frozen
+  backbone's): an affine map with the running statistics; ``DecomposeOpsForTraining``
+  expanded TVM's ``batch_norm(training=False)`` with batch statistics (``eval_batch_norm.py``).
+* ``max_pool3d`` / ``avg_pool3d`` (no gradient in TVM 0.27; LocalResponseNorm uses the
+  latter): two 2-D poolings (``pool3d.py``).
 
 """
 
@@ -35,9 +42,12 @@ from .convert_elu import convert_elu
 from .detach import convert_detach
 from .embedding import CONVERTERS as EMBEDDING_CONVERTERS
 from .embedding_bag import CONVERTERS as BAG_CONVERTERS
+from .eval_batch_norm import CONVERTERS as EVAL_BN_CONVERTERS
 from .float_promotion import PROMOTING_CONVERTERS
 from .full_nonfinite import convert_full, convert_full_like
 from .index_put import CONVERTERS as PUT_CONVERTERS
+from .pool3d import CONVERTERS as POOL3D_CONVERTERS
+from .pool_indices import CONVERTERS as POOL_CONVERTERS
 
 
 
@@ -124,4 +134,8 @@ CONVERTERS = {"select.int": _select, "scatter_add.default": _scatter_add,
               # SELU's scale, which TVM drops (convert_elu.py)
               "elu.default": convert_elu,
               **EMBEDDING_CONVERTERS, **BAG_CONVERTERS, **PUT_CONVERTERS,
-              **INDEX_CONVERTERS, **PROMOTING_CONVERTERS}
+              **INDEX_CONVERTERS, **PROMOTING_CONVERTERS,
+              # real max-pool indices (MaxUnpool), adaptive max pooling (pool_indices.py)
+              **POOL_CONVERTERS, **POOL3D_CONVERTERS,
+              # eval-mode BN (a frozen backbone's) with its running statistics (eval_batch_norm.py)
+              **EVAL_BN_CONVERTERS}

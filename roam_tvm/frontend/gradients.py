@@ -39,6 +39,7 @@ from .grad_fixes import GRADS as _FIXED_GRADS
 from .grad_index import GRADS as _INDEX_GRADS
 from .grad_movement import GRADS as _MOVEMENT_GRADS
 from .grad_conv import FIXED_GRADS as _CONV_FIXED, GRADS as _CONV_GRADS
+from .grad_conv3d import GRADS as _CONV3D_GRADS
 from .grad_reduce import GRADS as _REDUCE_GRADS
 from .grad_resize import GRADS as _RESIZE_GRADS
 from .grad_nn import GRADS as _NN_GRADS
@@ -264,6 +265,7 @@ _GRADS = {
     # adaptive_avg_pool2d (grad_reduce.py)
     **_MOVEMENT_GRADS,
     **_CONV_GRADS,
+    **_CONV3D_GRADS,  # conv3d (grad_conv3d.py)
     **_REDUCE_GRADS,
     # resize2d: bilinear here, nearest passed on to grad_nn's (grad_resize.py)
     **_RESIZE_GRADS,
