@@ -43,6 +43,18 @@ ROWS.update({name: "rnns.py" for name in ("rnn_tanh2", "rnn_relu2", "gru_tiny2",
 ROWS.update({name: "rnns_layout.py" for name in ("lstm1_bf", "lstm1_tm", "lstm2_bf", "lstm2_tm", "lstm1_bi",
                                                   "lstm1_tag", "gru1_bf", "gru1_tm", "gru2_bf", "gru1_bi",
                                                   "gru1_tag", "rnn1_bf", "rnn2_tm")})
+ROWS.update({name: "hf_more.py" for name in (
+    "gpt_neox", "falcon", "phi", "phi3", "gemma", "gemma2", "stablelm", "olmo", "olmo2", "granite", "qwen3",
+    "gemma3", "cohere", "gptj", "opt", "qwen2_moe", "mixtral", "llama_bf16", "llama", "llama_sdpa",
+    "bert_cls_defaults", "llama_lora", "llama_lora_medium", "bart", "pegasus", "marian", "mt5", "umt5",
+    "bert_mlm", "albert_mlm", "electra_mlm", "roberta_cls", "distilbert_cls", "vit", "deit", "beit",
+    "convnextv2", "regnet", "resnet_hf", "whisper_enc")})
+ROWS.update({name: "hf_usage.py" for name in ("llama_raw", "llama_own_loss", "llama_ckpt")})
+ROWS.update({name: "cnns_more.py" for name in (
+    "effnet", "resnext", "shufflenet", "squeezenet", "inception", "convnext", "preact_resnet", "vgg_dropout",
+    "mobilenetv2", "unet", "fpn", "norms", "adaptive_pool", "unpool", "audio1d", "video3d", "pixelshuffle",
+    "label_smoothing", "weighted_ce", "frozen_bn", "bf16_cnn", "channels_last", "alexnet", "cyclegan", "deeplab",
+    "activations", "drop_path", "bf16_model", "pools", "frozen_bn_bf16")})
 CUT_SLACK = 1.02  # the bar: roam within 2% of the cut lower bound
 
 
