@@ -35,4 +35,4 @@ def test_reordered_plan_kept_when_it_beats_both_candidates():
     assert roam["valid"]
     assert "; kept (peak" in roam["note"], roam["note"]
     assert roam["peak_bytes"] <= report["lower_bounds"]["cut"] * 1.001, (roam["peak_bytes"], report["lower_bounds"])
-    assert roam["peak_bytes"] + 4096 <= report["planners"]["tvm-default"]["peak_bytes"]
+    assert roam["peak_bytes"] < report["planners"]["tvm-default"]["peak_bytes"]
