@@ -35,3 +35,14 @@ def fit_to(ctx, grad: relax.Expr, like: relax.Expr) -> relax.Expr:
     if static_shape(grad) == static_shape(like):
         return grad
     return R.collapse_sum_to(grad, like.ty.shape)
+
+
+def shape_tuple(expr) -> tuple[int, ...] | None:
+    """The static shape of ``expr``; None when it has no tensor shape or a dimension is symbolic."""
+    values = getattr(getattr(getattr(expr, "ty", None), "shape", None), "values", None)
+    if values is None:
+        return None
+    try:
+        return tuple(int(v) for v in values)
+    except TypeError:  # a symbolic dimension
+        return None

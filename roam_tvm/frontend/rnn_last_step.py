@@ -18,17 +18,8 @@ import tvm
 from tvm import relax
 from tvm.relax import op as R
 
+from .relax_shapes import shape_tuple
 from .relax_walk import bindings, op_name
-
-
-def _shape(expr) -> tuple | None:
-    values = getattr(getattr(getattr(expr, "ty", None), "shape", None), "values", None)
-    if values is None:
-        return None
-    try:
-        return tuple(int(v) for v in values)
-    except TypeError:
-        return None
 
 
 def _const_index(expr) -> int | None:
@@ -47,7 +38,7 @@ def _step_of(value, defs) -> relax.Expr | None:
     if op_name(value) != "relax.take" or value.attrs.axis is None:
         return None
     data, index = value.args
-    shape, i = _shape(data), _const_index(index)
+    shape, i = shape_tuple(data), _const_index(index)
     if shape is None or i is None:
         return None
     axis = int(value.attrs.axis) % len(shape)
@@ -67,7 +58,7 @@ def _step_of(value, defs) -> relax.Expr | None:
     if not isinstance(parts, relax.Tuple) or len(parts.fields) != shape[axis]:
         return None
     part = parts.fields[i]
-    pshape = _shape(part)
+    pshape = shape_tuple(part)
     if pshape is None or len(pshape) != len(perm) or pshape[c] != 1:
         return None
     kept = [d for d in pshape[:c] + pshape[c + 1:]]
@@ -107,6 +98,6 @@ def read_steps_directly(fwd: relax.Function) -> relax.Function:
     plan = {}
     for b in binds:
         step = _step_of(b.value, defs)
-        if step is not None and _shape(b.var) == _shape(relax.BlockBuilder().normalize(step)):
+        if step is not None and shape_tuple(b.var) == shape_tuple(relax.BlockBuilder().normalize(step)):
             plan[b.var] = step
     return _DirectSteps(plan).visit_expr(fwd) if plan else fwd

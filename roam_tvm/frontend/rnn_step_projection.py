@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from tvm import relax
 from tvm.relax import op as R
 
+from .relax_shapes import shape_tuple
 from .relax_walk import bindings, op_name
 
 
@@ -43,16 +44,6 @@ class _Projection:
     chain: tuple  # the vars between S and P (each read only by the next), dead once rewritten
 
 
-def _shape(expr) -> tuple | None:
-    values = getattr(getattr(getattr(expr, "ty", None), "shape", None), "values", None)
-    if values is None:
-        return None
-    try:
-        return tuple(int(v) for v in values)
-    except TypeError:  # symbolic
-        return None
-
-
 def _ints(tup) -> list[int] | None:
     try:
         return [int(f.value) for f in tup.fields]
@@ -66,7 +57,7 @@ def _split_bias(value) -> tuple:
         return value, None, False
     a, b = value.args
     for operand, bias, first in ((a, b, False), (b, a, True)):
-        bs, os_ = _shape(bias), _shape(operand)
+        bs, os_ = shape_tuple(bias), shape_tuple(operand)
         if bs is not None and os_ is not None and len(bs) == 1 and bs[0] == os_[-1]:
             return operand, bias, first
     return value, None, False
@@ -74,7 +65,7 @@ def _split_bias(value) -> tuple:
 
 def _match_projection(var, defs, uses) -> _Projection | None:
     """``var`` as a row-wise projection of a ``(T, B, F)`` tensor (see the module docstring)."""
-    ps = _shape(var)
+    ps = shape_tuple(var)
     if ps is None or len(ps) != 3 or var not in defs:
         return None
     chain = []
@@ -82,7 +73,7 @@ def _match_projection(var, defs, uses) -> _Projection | None:
     reshaped = op_name(value) == "relax.reshape"
     if reshaped:  # GRU / contiguous input: view(addmm(b, view(S, (T*B, F)), W^T), (T, B, G))
         inner = value.args[0]
-        if not isinstance(inner, relax.Var) or inner not in defs or _shape(inner) != (ps[0] * ps[1], ps[2]):
+        if not isinstance(inner, relax.Var) or inner not in defs or shape_tuple(inner) != (ps[0] * ps[1], ps[2]):
             return None
         chain.append(inner)
         value = defs[inner]
@@ -95,7 +86,7 @@ def _match_projection(var, defs, uses) -> _Projection | None:
     if op_name(value) != "relax.matmul":
         return None
     src, weight = value.args
-    ws = _shape(weight)
+    ws = shape_tuple(weight)
     if ws is None or len(ws) != 2 or ws[1] != ps[2]:
         return None
     if reshaped:
@@ -103,7 +94,7 @@ def _match_projection(var, defs, uses) -> _Projection | None:
             return None
         chain.append(src)
         src = defs[src].args[0]
-    if _shape(src) != (ps[0], ps[1], ws[0]):
+    if shape_tuple(src) != (ps[0], ps[1], ws[0]):
         return None
     if any(uses.get(v, 0) != 1 for v in chain):  # an intermediate read elsewhere stays alive anyway
         return None
@@ -124,7 +115,7 @@ def _unit_time_slice(value) -> int | None:
 def _time_slices(proj_var, users) -> dict | None:
     """Slice var -> step of ``proj_var`` for every use, through one ``flip(axis=0)``; None if
     some use is anything else."""
-    steps = _shape(proj_var)[0]
+    steps = shape_tuple(proj_var)[0]
     out = {}
     for b in users.get(proj_var, []):
         value = b.value
@@ -144,7 +135,7 @@ def _time_slices(proj_var, users) -> dict | None:
 
 def _step_input(bb: relax.BlockBuilder, source, t: int, defs) -> relax.Expr:
     """Time step ``t`` of the time-major ``source`` as a ``(B, F)`` tensor, without a whole copy."""
-    steps, batch, feat = _shape(source)
+    steps, batch, feat = shape_tuple(source)
     value = defs.get(source)
     if op_name(value) == "relax.permute_dims" and [int(a) for a in value.attrs.axes] == [1, 0, 2]:
         x = value.args[0]  # batch first: slice its time axis
@@ -154,7 +145,7 @@ def _step_input(bb: relax.BlockBuilder, source, t: int, defs) -> relax.Expr:
         parts = value.args[0]
         parts = defs.get(parts, parts) if isinstance(parts, relax.Var) else parts
         if isinstance(parts, relax.Tuple) and len(parts.fields) == steps and all(
-                _shape(p) == (1, batch, feat) for p in parts.fields):
+                shape_tuple(p) == (1, batch, feat) for p in parts.fields):
             return bb.emit(R.reshape(parts.fields[t], (batch, feat)))
     step = bb.emit(R.strided_slice(source, [0], [t], [t + 1]))
     return bb.emit(R.reshape(step, (batch, feat)))
@@ -176,7 +167,7 @@ class _PerStep(relax.PyExprMutator):
         y = bb.emit(R.matmul(x_t, proj.weight, out_dtype=proj.out_dtype or None))
         if proj.bias is not None:
             y = bb.emit(R.add(proj.bias, y) if proj.bias_first else R.add(y, proj.bias))
-        out = R.reshape(y, _shape(binding.var))
+        out = R.reshape(y, shape_tuple(binding.var))
         bb.emit_normalized(relax.VarBinding(binding.var, bb.normalize(out)))
 
 

@@ -21,17 +21,7 @@ from __future__ import annotations
 from tvm import relax
 from tvm.relax.dpl import is_op, rewrite_call, wildcard
 
-
-def _static_shape(expr) -> tuple[int, ...] | None:
-    ty = getattr(expr, "ty", None)
-    shape = getattr(ty, "shape", None)
-    values = getattr(shape, "values", None)
-    if values is None:
-        return None
-    try:
-        return tuple(int(v) for v in values)
-    except TypeError:  # a symbolic dimension: leave the call alone
-        return None
+from .relax_shapes import shape_tuple
 
 
 def drop_noop_broadcasts(func: relax.Function) -> relax.Function:
@@ -41,7 +31,7 @@ def drop_noop_broadcasts(func: relax.Function) -> relax.Function:
 
     def rewrite(expr, matches):
         src = matches[x]
-        same = _static_shape(src) is not None and _static_shape(src) == _static_shape(expr)
+        same = shape_tuple(src) is not None and shape_tuple(src) == shape_tuple(expr)
         return src if same and src.ty.dtype == expr.ty.dtype else expr
 
     return rewrite_call(pattern, rewrite, func)
@@ -55,8 +45,8 @@ def drop_matmul_weight_broadcasts(func: relax.Function) -> relax.Function:
     pattern = is_op("relax.matmul")(a, bcast)
 
     def rewrite(expr, matches):
-        a_shape, w_shape = _static_shape(matches[a]), _static_shape(matches[w])
-        b_shape = _static_shape(matches[bcast])
+        a_shape, w_shape = shape_tuple(matches[a]), shape_tuple(matches[w])
+        b_shape = shape_tuple(matches[bcast])
         if None in (a_shape, w_shape, b_shape) or len(w_shape) != 2 or len(a_shape) < 3:
             return expr
         if b_shape[-2:] != w_shape or a_shape[:-2] != b_shape[:-2]:

@@ -17,15 +17,7 @@ from math import prod
 from tvm import relax
 from tvm.relax.dpl import is_op, rewrite_call, wildcard
 
-from .relax_shapes import known_shape
-
-
-def _shape(expr) -> tuple[int, ...] | None:
-    """Static shape of a tensor expression; None when symbolic or not a tensor (left alone)."""
-    if not isinstance(getattr(expr, "ty", None), relax.TensorType) or expr.ty.shape is None:
-        return None
-    dims = known_shape(expr)
-    return None if dims is None else tuple(dims)
+from .relax_shapes import shape_tuple
 
 
 def _sums_nothing(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
@@ -39,7 +31,7 @@ def sums_over_unit_axes_as_reshapes(func: relax.Function) -> relax.Function:
     collapse = is_op("relax.collapse_sum_to")(x, shape)
 
     def to_reshape(expr, matches):
-        src, dst = _shape(matches[x]), _shape(expr)
+        src, dst = shape_tuple(matches[x]), shape_tuple(expr)
         if src is None or dst is None or not _sums_nothing(src, dst):
             return expr
         return relax.op.reshape(matches[x], dst)
@@ -49,7 +41,7 @@ def sums_over_unit_axes_as_reshapes(func: relax.Function) -> relax.Function:
     chain = is_op("relax.reshape")(inner, shape)
 
     def one_reshape(expr, matches):
-        dst = _shape(expr)
+        dst = shape_tuple(expr)
         return expr if dst is None else relax.op.reshape(matches[x], dst)
 
     return rewrite_call(chain, one_reshape, func)
