@@ -16,12 +16,9 @@ import pytest
 torch = pytest.importorskip("torch")
 tvm = pytest.importorskip("tvm")
 
-from tvm import relax  # noqa: E402
-
 import test_numerics  # noqa: E402
 from roam_tvm.frontend import SGD, from_torch  # noqa: E402
-from roam_tvm.passes import latest_layout  # noqa: E402
-from roam_tvm.runtime import build  # noqa: E402
+from test_families import _roam_step  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATH = os.path.join(ROOT, "benchmarks", "outside", "cnns_more.py")
@@ -60,17 +57,6 @@ def test_factory_contract(name):
     value = loss(model(*inputs), *targets)
     value.backward()
     assert torch.isfinite(value)
-
-
-def _roam_step(ts, inputs, targets):
-    """test_numerics.tvm_step, planned by the roam pipeline instead of TVM's default."""
-    exe = build(ts.mod, "llvm", order=True, layout=True, order_time_limit=2.0)
-    vm = relax.VirtualMachine(exe, tvm.cpu())
-    state = ts.initial_values()
-    before = {k: v.copy() for k, v in state.items()}
-    loss = ts.run(vm, [t.numpy() for t in inputs], [t.numpy() for t in targets], state)
-    assert latest_layout(ts.func_name) is not None, "the roam layout did not run"
-    return loss, before, state
 
 
 # checked in float64: in float32 a few BN-weight updates of EfficientNet's SE blocks sit at
