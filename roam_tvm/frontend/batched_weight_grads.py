@@ -15,23 +15,14 @@ which turns the 2-D product into one TN kernel; run ``DeadCodeElimination`` afte
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
-
 import tvm
 from tvm import relax
 
-from .relax_shapes import static_shape
+from .relax_shapes import shape_tuple
 
 
 def _op(value, name: str) -> bool:
     return isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name == name
-
-
-def _shape(expr) -> Optional[Tuple[int, ...]]:
-    try:
-        return tuple(static_shape(expr))
-    except (TypeError, ValueError, AttributeError):
-        return None
 
 
 @relax.expr_functor.mutator
@@ -57,12 +48,12 @@ class _Merger(relax.PyExprMutator):
         if not _op(call, "relax.collapse_sum_to") or not isinstance(call.args[0], relax.Var):
             return super().visit_call_(call)
         product = self.lookup_binding(call.args[0])
-        target = _shape(call)
+        target = shape_tuple(call)
         if not _op(product, "relax.matmul") or target is None or len(target) != 2:
             return super().visit_call_(call)
         x = self._swapped_source(product.args[0])
         g = product.args[1]
-        xs, gs = (_shape(x) if x is not None else None), _shape(g)
+        xs, gs = (shape_tuple(x) if x is not None else None), shape_tuple(g)
         if xs is None or gs is None or len(xs) != len(gs) or xs[:-1] != gs[:-1]:
             return super().visit_call_(call)
         if (xs[-1], gs[-1]) != target or str(x.ty.dtype) != str(g.ty.dtype):
