@@ -19,12 +19,18 @@ root just before it (FuseOps folds it into that binding's kernel), when
 * that costs no extra tensor: the root is kept for the backward anyway (read by it
   directly, or a parameter), or the values so redone from a root take more bytes than it.
 
+A value of *one* such op on several tensors is redone too when every tensor it reads is
+kept for the backward anyway (read by it directly, or a parameter) and every backward reader
+is elementwise: a GRU step's ``h - n`` (read by the update gate's gradient) is redone from
+``h`` (kept for ``W_hh``'s gradient) and ``n`` (kept for the tanh's), as PyTorch's fused
+GRU cell does, instead of keeping a third tensor of the same size per step.
+
 The forward's copies then die with their last forward reader. Values are identical: the
 same ops on the same input, in the same order.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Set
+from typing import Dict, List, Set, Tuple
 
 import tvm
 import tvm_ffi
@@ -109,9 +115,8 @@ def _roots(func: relax.Function, backward: Set[relax.Var]) -> Dict[relax.Var, re
     return root
 
 
-def _to_redo(func: relax.Function, backward: Set[relax.Var],
-             root: Dict[relax.Var, relax.Var]) -> Set[relax.Var]:
-    """The values whose backward reads are worth redoing (see the module docstring)."""
+def _backward_reads(func: relax.Function, backward: Set[relax.Var]) -> Tuple[Set[relax.Var], Set[relax.Var]]:
+    """Vars the backward reads, and those of them a non-elementwise backward op reads."""
     read_back: Set[relax.Var] = set()
     bad: Set[relax.Var] = set()  # read by a backward op a fresh copy does not fuse into
     for b in bindings(func):
@@ -120,6 +125,12 @@ def _to_redo(func: relax.Function, backward: Set[relax.Var],
             read_back |= used
             if _op(b.value) not in _READERS:
                 bad |= used
+    return read_back, bad
+
+
+def _to_redo(func: relax.Function, read_back: Set[relax.Var], bad: Set[relax.Var],
+             root: Dict[relax.Var, relax.Var]) -> Set[relax.Var]:
+    """The values whose backward reads are worth redoing (see the module docstring)."""
     by_root: Dict[relax.Var, List[relax.Var]] = {}
     for v, r in root.items():
         if v in read_back and v not in bad:
@@ -132,6 +143,40 @@ def _to_redo(func: relax.Function, backward: Set[relax.Var],
     return out
 
 
+#: ops whose result is a view of their one tensor operand (keeping it keeps the operand)
+_VIEWS = frozenset({"relax.reshape", "relax.expand_dims", "relax.squeeze", "relax.flatten"})
+
+
+def _with_viewed(func: relax.Function, backward: Set[relax.Var], kept: Set[relax.Var]) -> Set[relax.Var]:
+    """``kept`` and the forward tensors a kept view reads (an RNN step's ``h`` is kept as the
+    reshaped matrix ``W_hh``'s gradient reads)."""
+    views = [b for b in bindings(func) if b.var not in backward and _op(b.value) in _VIEWS
+             and isinstance(b.value.args[0], relax.Var)]
+    out = set(kept)
+    for b in reversed(views):  # a view of a view: the later binding first
+        if b.var in out:
+            out.add(b.value.args[0])
+    return out
+
+
+def _of_kept_operands(func: relax.Function, backward: Set[relax.Var], read_back: Set[relax.Var],
+                      bad: Set[relax.Var]) -> Set[relax.Var]:
+    """Forward values of one ``_STEPS`` op on two or more tensors the backward keeps anyway,
+    read in the backward by elementwise ops only (see the module docstring)."""
+    kept = _with_viewed(func, backward, read_back | set(func.params))
+    out: Set[relax.Var] = set()
+    for b in bindings(func):
+        if b.var in backward:
+            break
+        if b.var not in read_back or b.var in bad or _op(b.value) not in _STEPS or _tensor(b.var) is None:
+            continue
+        srcs = [a for a in b.value.args if isinstance(a, relax.Var)]
+        others = [a for a in b.value.args if not isinstance(a, relax.Var)]
+        if len(set(srcs)) >= 2 and all(_scalar(o) for o in others) and all(s in kept for s in srcs):
+            out.add(b.var)
+    return out
+
+
 def recompute_elementwise_in_backward(func: relax.Function) -> relax.Function:
     """``func`` (an adjoint) with backward reads of cheap elementwise values redone from
     their root where that keeps fewer bytes (see the module docstring)."""
@@ -139,8 +184,11 @@ def recompute_elementwise_in_backward(func: relax.Function) -> relax.Function:
     if not backward:
         return func
     root = _roots(func, backward)
-    redo = _to_redo(func, backward, root)
-    if not redo:
-        return func
+    read_back, bad = _backward_reads(func, backward)
+    redo = _to_redo(func, read_back, bad, root)
+    single = _of_kept_operands(func, backward, read_back, bad) - redo
     # a fresh copy per reading binding, redone from the root (FuseOps folds it into the reader)
-    return redo_in_backward(func, redo, set(root), shared=False, backward=backward)
+    func = redo_in_backward(func, redo, set(root), shared=False, backward=backward)
+    # one op on kept tensors, apart: its recipe is itself, so its operands are read as kept
+    # (even those the chains above redo elsewhere); forward vars survive the first rewrite
+    return redo_in_backward(func, single, single, shared=False)
