@@ -34,7 +34,9 @@ recomputation) and is already in the path's first state; the moves see it
 (an input that a move makes die earlier may then be overwritten).
 
 Order: the copies are inserted into the base order (roam's unbudgeted
-order), each just before its first reader; the other ops keep their order.
+order, where a reader of an input that an op may overwrite runs before that op
+when it can: :mod:`roam_tvm.remat.inplace_order`), each just before its first
+reader; the other ops keep their order.
 
 Arena: ``plan(budget, measure)`` walks on from that first state to the first
 one whose *measured* peak (e.g. the arena a layout planner gives) fits; still
@@ -52,6 +54,7 @@ from .cost import COST_MODELS, op_costs
 from .floor import BudgetError, Floor, always_live_parts, lower_bound
 from .delta import Frame, move_peak, plan_move
 from .inplace import InplaceModel
+from .inplace_order import readers_first
 from .moves import CHAIN_MODES, LEAN, Context, split, splittable
 from .state import State, initial_state, interval_arrays, liveness, peak_count
 
@@ -150,14 +153,15 @@ class RematPlanner:
 
             order = best_heuristic(g)[0]
         g.check_order(list(order))
-        self.base_order = list(order)
         self.max_candidates = max_candidates
         self.inplace = InplaceModel(g, inplace) if inplace else None
+        # an in-place writer must be its input's last reader: small late readers move up
+        self.base_order = readers_first(g, order, self.inplace) if self.inplace else list(order)
         st = initial_state(g, self.base_order, self.inplace)
         self.states: list[State] = [st]
         self.lives = [liveness(st)]
         self.hoists = [0]  # per path state: moves so far that moved an earlier copy up
-        self._unbudgeted = g.peak(self.base_order) if self.inplace else self.lives[0].peak
+        self._unbudgeted = g.peak(list(order)) if self.inplace else self.lives[0].peak
         self.done = False
         self.seconds = 0.0
         self.state_seconds = [0.0]  # search seconds spent when each path state was reached
