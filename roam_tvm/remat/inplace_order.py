@@ -8,10 +8,11 @@ of the input after the writer: a language model's logits are read by
 logits, and with the gather last the logits and ``exp`` are both live, two
 vocabulary-sized tensors where one suffices.
 
-:func:`readers_first` moves such a reader to just before the writer when every
-op it depends on already ran there (moving an op earlier breaks no other
-dependency), and keeps the move only when the peak of the in-place step does
-not rise (the moved reader's outputs live longer). Same ops, same values.
+:func:`readers_first` moves such a reader, with the ops it depends on that run
+after the writer (the gather's index computation), to just before the writer
+when none of them depends on the writer (moving ops earlier, in their own
+order, breaks no other dependency), and keeps the move only when the peak does
+not rise (the moved ops' outputs live longer). Same ops, same values.
 """
 from __future__ import annotations
 
@@ -30,16 +31,30 @@ def _late_readers(g: Graph, order: list[int], o: int, x: int) -> list[int]:
     return sorted((r for r in g.readers[x] if r != o and pos[r] > pos[o]), key=pos.__getitem__)
 
 
-def _movable(g: Graph, order: list[int], o: int, r: int) -> bool:
-    """``r`` may run just before ``o``: every op it depends on runs before ``o``."""
+def _with_late_inputs(g: Graph, order: list[int], o: int, readers: list[int]) -> list[int] | None:
+    """``readers`` and the ops after ``o`` they depend on (their relative order kept), or None
+    when one of them depends on ``o`` (it cannot run before ``o``)."""
     pos = {op: i for i, op in enumerate(order)}
-    return not g.ops[r].inplace and all(pos[p] < pos[o] for p in g.predecessors[r])
+    seen, stack = set(), list(readers)
+    while stack:
+        r = stack.pop()
+        if r == o:
+            return None
+        if r in seen:
+            continue
+        seen.add(r)
+        stack += [p for p in g.predecessors[r] if pos[p] >= pos[o]]
+    if any(g.ops[r].inplace for r in seen):
+        return None  # an update in place keeps its place (write-after-read order)
+    return sorted(seen, key=pos.__getitem__)
 
 
-def _moved(order: list[int], o: int, readers: list[int]) -> list[int]:
-    rest = [op for op in order if op not in set(readers)]
+def _moved(order: list[int], o: int, ops: list[int]) -> list[int]:
+    """``order`` with ``ops`` (in their order) just before ``o``."""
+    moving = set(ops)
+    rest = [op for op in order if op not in moving]
     at = rest.index(o)
-    return rest[:at] + readers + rest[at:]
+    return rest[:at] + ops + rest[at:]
 
 
 def readers_first(g: Graph, order: Sequence[int], model: InplaceModel) -> list[int]:
@@ -67,9 +82,10 @@ def readers_first(g: Graph, order: Sequence[int], model: InplaceModel) -> list[i
                    key=lambda p: -g.tensors[p[2]].size)
     for o, x, _ in pairs:
         late = _late_readers(g, order, o, x)
-        if not late or not all(_movable(g, order, o, r) for r in late):
+        moving = _with_late_inputs(g, order, o, late) if late else None
+        if not moving:
             continue
-        trial = _moved(order, o, late)
+        trial = _moved(order, o, moving)
         trial_peak = liveness(initial_state(g, trial, model)).peak
         if trial_peak <= peak:
             order, peak = trial, trial_peak
