@@ -34,7 +34,7 @@ def test_the_gather_moves_before_exp_and_the_logits_are_overwritten():
     g, allowed = cross_entropy()
     order = [0, 1, 2, 3, 4, 5, 6]
     assert readers_first(g, order, InplaceModel(g, allowed)) == [0, 1, 3, 4, 2, 5, 6]
-    planner = RematPlanner(g, order, inplace=allowed)
+    planner = RematPlanner(g, order, inplace=allowed, readers_first=True)
     plan = planner.plan(planner.unbudgeted_peak)
     check_inplace(g, plan, allowed)
     assert [o for o, _, _ in plan.inplace] == [2] and not plan.source

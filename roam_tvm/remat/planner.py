@@ -34,8 +34,8 @@ recomputation) and is already in the path's first state; the moves see it
 (an input that a move makes die earlier may then be overwritten).
 
 Order: the copies are inserted into the base order (roam's unbudgeted
-order, where a reader of an input that an op may overwrite runs before that op
-when it can: :mod:`roam_tvm.remat.inplace_order`), each just before its first
+order; with ``readers_first``, a reader of an input that an op may overwrite
+runs before that op when it can: :mod:`roam_tvm.remat.inplace_order`), each just before its first
 reader; the other ops keep their order.
 
 Arena: ``plan(budget, measure)`` walks on from that first state to the first
@@ -54,7 +54,7 @@ from .cost import COST_MODELS, op_costs
 from .floor import BudgetError, Floor, always_live_parts, lower_bound
 from .delta import Frame, move_peak, plan_move
 from .inplace import InplaceModel
-from .inplace_order import readers_first
+from .inplace_order import readers_first as first_readers
 from .moves import CHAIN_MODES, LEAN, Context, split, splittable
 from .state import State, initial_state, interval_arrays, liveness, peak_count
 
@@ -132,12 +132,17 @@ class RematPlanner:
         Offer lean-chained moves, and moves that move an earlier copy up
         (both on by default; :class:`~roam_tvm.remat.portfolio.RematPortfolio`
         also grows paths without them).
+    readers_first : bool
+        With ``inplace``, start from ``order`` with the late readers of inputs
+        that an op may overwrite moved up (:mod:`roam_tvm.remat.inplace_order`);
+        off by default: a greedy path from that order may end higher, so
+        :class:`~roam_tvm.remat.portfolio.RematPortfolio` grows it beside the others.
     """
 
     def __init__(self, g: Graph, order: Sequence[int] | None = None, cost_model: str = "bytes",
                  flops: Sequence[float] | None = None, max_candidates: int | None = None,
                  time_limit: float | None = None, inplace: dict | None = None,
-                 lean: bool = True, hoist: bool = True):
+                 lean: bool = True, hoist: bool = True, readers_first: bool = False):
         self.chain_modes = CHAIN_MODES if lean else tuple(m for m in CHAIN_MODES if m != LEAN)
         self.hoist = hoist
         if time_limit is not None and not time_limit > 0:
@@ -156,7 +161,9 @@ class RematPlanner:
         self.max_candidates = max_candidates
         self.inplace = InplaceModel(g, inplace) if inplace else None
         # an in-place writer must be its input's last reader: small late readers move up
-        self.base_order = readers_first(g, order, self.inplace) if self.inplace else list(order)
+        self.scheduler_order = list(order)
+        moved = readers_first and self.inplace
+        self.base_order = first_readers(g, order, self.inplace) if moved else list(order)
         st = initial_state(g, self.base_order, self.inplace)
         self.states: list[State] = [st]
         self.lives = [liveness(st)]
