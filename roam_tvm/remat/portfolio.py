@@ -49,10 +49,19 @@ class RematPortfolio:
         share = None if time_limit is None else time_limit / len(paths)
         first = RematPlanner(g, order, cost_model, flops, max_candidates, share, inplace, *paths[0])
         order = first.scheduler_order  # the others start from the same order (no second heuristic search)
-        self.paths = [first] + [RematPlanner(g, order, cost_model, flops, max_candidates, share, inplace, *p)
-                                for p in paths[1:]]
-        self.names = ["+".join(n for n, on in zip(("lean", "hoist", "readers-first"), p) if on) or "plain"
-                      for p in paths]
+        planners = [first] + [RematPlanner(g, order, cost_model, flops, max_candidates, share, inplace, *p)
+                              for p in paths[1:]]
+        # a readers-first path whose order moved nothing repeats its move set's path: dropped
+        # when that path is grown too, its search time shared by the others
+        kept = [i for i, (pl, p) in enumerate(zip(planners, paths))
+                if not (len(p) > 2 and p[2] and pl.base_order == pl.scheduler_order
+                        and tuple(p[:2]) in {tuple(q[:2]) for q in paths if len(q) < 3 or not q[2]})]
+        self.paths = [planners[i] for i in kept]
+        if time_limit is not None:
+            for pl in self.paths:
+                pl.time_limit = time_limit / len(self.paths)
+        self.names = ["+".join(n for n, on in zip(("lean", "hoist", "readers-first"), paths[i]) if on) or "plain"
+                      for i in kept]
         self.g, self.costs, self.cost_model, self.flops = g, first.costs, cost_model, flops
         self.base_order, self.inplace, self.lower_bound = first.base_order, first.inplace, first.lower_bound
 
