@@ -54,11 +54,14 @@ from .cost import COST_MODELS, op_costs
 from .floor import BudgetError, Floor, always_live_parts, lower_bound
 from .delta import Frame, move_peak, plan_move
 from .inplace import InplaceModel
+from .group_moves import group_options
 from .inplace_order import readers_first as first_readers
 from .moves import CHAIN_MODES, LEAN, Context, split, splittable
 from .state import State, initial_state, interval_arrays, liveness, peak_count
 
 __all__ = ["RematPlan", "RematPlanner", "plan_remat"]
+
+SIBLINGS = -1  # the chain-mode slot of a sibling move in the planner's keys
 
 
 @dataclass
@@ -137,14 +140,18 @@ class RematPlanner:
         that an op may overwrite moved up (:mod:`roam_tvm.remat.inplace_order`);
         off by default: a greedy path from that order may end higher, so
         :class:`~roam_tvm.remat.portfolio.RematPortfolio` grows it beside the others.
+    siblings : bool
+        Also offer sibling moves (:mod:`roam_tvm.remat.group_moves`): every
+        root made from one input dead at the peak, recomputed at once.
     """
 
     def __init__(self, g: Graph, order: Sequence[int] | None = None, cost_model: str = "bytes",
                  flops: Sequence[float] | None = None, max_candidates: int | None = None,
                  time_limit: float | None = None, inplace: dict | None = None,
-                 lean: bool = True, hoist: bool = True, readers_first: bool = False):
+                 lean: bool = True, hoist: bool = True, readers_first: bool = False,
+                 siblings: bool = False):
         self.chain_modes = CHAIN_MODES if lean else tuple(m for m in CHAIN_MODES if m != LEAN)
-        self.hoist = hoist
+        self.hoist, self.siblings = hoist, siblings
         if time_limit is not None and not time_limit > 0:
             raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
         self.time_limit = time_limit
@@ -197,7 +204,9 @@ class RematPlanner:
         best_key, best = None, None
         n_peak = len(lv.at_peak)
         full = None  # the chained move of the current candidate (a lean one equal to it is skipped)
-        for (r, s), chain in ((c, ch) for c in self._candidates(ctx) for ch in self.chain_modes):
+        cands = self._candidates(ctx)
+        built: dict = {}  # key -> state of the sibling moves (built to be counted)
+        for (r, s), chain in ((c, ch) for c in cands for ch in self.chain_modes):
             mv = plan_move(ctx, r, s, chain)
             if chain == 1:
                 full = None if mv is None else mv.src
@@ -218,10 +227,17 @@ class RematPlanner:
                     key = (1, added, cnt, r, s, chain, hoist)
                 if best_key is None or key < best_key:
                     best_key, best = key, (r, s, chain, hoist, pk, cnt)
+        for s, roots, gst in (group_options(ctx, cands, self.costs) if self.siblings else ()):
+            (pk, cnt), added = peak_count(gst, st), gst.cost - st.cost
+            built[(roots[0], s)] = gst
+            key = (0, -(lv.peak - pk) / max(added, 1e-30), added, roots[0], s, SIBLINGS, False) \
+                if pk < lv.peak else (1, added, cnt, roots[0], s, SIBLINGS, False)
+            if (pk, cnt) < (lv.peak, n_peak) and (best_key is None or key < best_key):
+                best_key, best = key, (roots[0], s, SIBLINGS, False, pk, cnt)
         if best is None:
             return False
         r, s, chain, hoist, pk, cnt = best
-        nst = split(ctx, r, s, self.costs, chain, hoist)
+        nst = built[(r, s)] if chain == SIBLINGS else split(ctx, r, s, self.costs, chain, hoist)
         nlv = None if nst is None else liveness(nst, st)
         if nlv is None or (nlv.peak, len(nlv.at_peak)) != (pk, cnt):
             raise RuntimeError(f"remat planner: predicted peak {(pk, cnt)} of moving root {r} at step {s} "

@@ -26,18 +26,20 @@ from .planner import RematPlan, RematPlanner
 
 __all__ = ["RematPortfolio", "PATHS"]
 
-#: Move sets, one path each: (lean chains, hoisting[, readers first]). The first is the richest.
+#: Move sets, one path each: (lean chains, hoisting[, readers first[, siblings]]). The first is
+#: the richest of the scheduler's order.
 #: The last starts from the order where in-place writers are their inputs' last readers
 #: (:mod:`roam_tvm.remat.inplace_order`): it can end far lower (GPT-2's logits overwritten by
 #: ``exp``) or higher (another greedy path) than the scheduler's order, so both are grown.
-PATHS = ((True, True), (True, False), (False, False), (True, True, True))
+#: It also offers sibling moves (:mod:`roam_tvm.remat.group_moves`), new like it.
+PATHS = ((True, True), (True, False), (False, False), (True, True, True, True))
 
 
 class RematPortfolio:
     """:class:`RematPlanner`'s interface over several paths (see the module docstring).
 
     Parameters are :class:`RematPlanner`'s; ``time_limit`` is shared evenly
-    between the paths, and ``paths`` lists their (lean, hoist[, readers_first]) move sets.
+    between the paths, and ``paths`` lists their (lean, hoist[, readers_first[, siblings]]) move sets.
     """
 
     def __init__(self, g: Graph, order: Sequence[int] | None = None, cost_model: str = "bytes",
@@ -53,15 +55,16 @@ class RematPortfolio:
                               for p in paths[1:]]
         # a readers-first path whose order moved nothing repeats its move set's path: dropped
         # when that path is grown too, its search time shared by the others
-        kept = [i for i, (pl, p) in enumerate(zip(planners, paths))
-                if not (len(p) > 2 and p[2] and pl.base_order == pl.scheduler_order
-                        and tuple(p[:2]) in {tuple(q[:2]) for q in paths if len(q) < 3 or not q[2]})]
+        flags = [(*p, False, False)[:4] for p in paths]
+        plain_order = {(f[0], f[1], f[3]) for f in flags if not f[2]}
+        kept = [i for i, (pl, f) in enumerate(zip(planners, flags))
+                if not (f[2] and pl.base_order == pl.scheduler_order and (f[0], f[1], f[3]) in plain_order)]
         self.paths = [planners[i] for i in kept]
         if time_limit is not None:
             for pl in self.paths:
                 pl.time_limit = time_limit / len(self.paths)
-        self.names = ["+".join(n for n, on in zip(("lean", "hoist", "readers-first"), paths[i]) if on) or "plain"
-                      for i in kept]
+        words = ("lean", "hoist", "readers-first", "siblings")
+        self.names = ["+".join(n for n, on in zip(words, paths[i]) if on) or "plain" for i in kept]
         self.g, self.costs, self.cost_model, self.flops = g, first.costs, cost_model, flops
         self.base_order, self.inplace, self.lower_bound = first.base_order, first.inplace, first.lower_bound
 
