@@ -50,8 +50,8 @@ from typing import Callable, Sequence
 
 from ..graph.model import Graph, GraphError
 from .budget import Budget, format_bytes, resolve_budget
-from .cost import COST_MODELS, op_costs
-from .floor import BudgetError, Floor, always_live_parts, lower_bound
+from .cost import op_costs, overheads
+from .floor import BudgetError, Floor, always_live_parts, lower_bound, parts_text
 from .delta import Frame, move_peak, plan_move
 from .inplace import InplaceModel
 from .group_moves import group_options
@@ -219,20 +219,13 @@ class RematPlanner:
                 if hst is not None:
                     options.append((True, *peak_count(hst, st), hst.cost - st.cost))
             for hoist, pk, cnt, added in options:
-                if (pk, cnt) >= (lv.peak, n_peak):
-                    continue
-                if pk < lv.peak:
-                    key = (0, -(lv.peak - pk) / max(added, 1e-30), added, r, s, chain, hoist)
-                else:
-                    key = (1, added, cnt, r, s, chain, hoist)
-                if best_key is None or key < best_key:
+                key = _move_key(lv.peak, n_peak, pk, cnt, added, (r, s, chain, hoist))
+                if key is not None and (best_key is None or key < best_key):
                     best_key, best = key, (r, s, chain, hoist, pk, cnt)
         for s, roots, gst in (group_options(ctx, cands, self.costs) if self.siblings else ()):
-            (pk, cnt), added = peak_count(gst, st), gst.cost - st.cost
-            built[(roots[0], s)] = gst
-            key = (0, -(lv.peak - pk) / max(added, 1e-30), added, roots[0], s, SIBLINGS, False) \
-                if pk < lv.peak else (1, added, cnt, roots[0], s, SIBLINGS, False)
-            if (pk, cnt) < (lv.peak, n_peak) and (best_key is None or key < best_key):
+            (pk, cnt), built[(roots[0], s)] = peak_count(gst, st), gst
+            key = _move_key(lv.peak, n_peak, pk, cnt, gst.cost - st.cost, (roots[0], s, SIBLINGS, False))
+            if key is not None and (best_key is None or key < best_key):
                 best_key, best = key, (roots[0], s, SIBLINGS, False, pk, cnt)
         if best is None:
             return False
@@ -319,7 +312,7 @@ class RematPlanner:
             raise BudgetError(
                 f"budget {format_bytes(b)} is below {format_bytes(self.lower_bound)}, the bytes no plan "
                 f"can avoid: always-live ({format_bytes(self.g.always_live_bytes)}: "
-                f"{_parts_text(always_live_parts(self.g))}) + the largest op's inputs, outputs and "
+                f"{parts_text(always_live_parts(self.g))}) + the largest op's inputs, outputs and "
                 f"workspace{' (less the outputs it may write into its inputs)' if self.inplace else ''}. Use a budget of at least {self.floor().bytes} bytes (this planner's floor).")
         i = self._extend_until(b)
         if i is None:
@@ -384,21 +377,15 @@ class RematPlanner:
 
     def _overheads(self, source: dict[int, int]) -> dict[str, float]:
         """Recomputed share of the step under every cost model that can be evaluated."""
-        out = {}
-        for model in COST_MODELS:
-            try:
-                costs = self.costs if model == self.cost_model else op_costs(self.g, model, self.flops)
-            except ValueError:  # no FLOPs known
-                continue
-            total = sum(costs)
-            out[model] = sum(costs[o] for o in source.values()) / total if total else 0.0
-        return out
+        return overheads(self.g, source.values(), self.flops)
 
 
-def _parts_text(parts: dict[str, int]) -> str:
-    names = {"param": "parameters", "state": "optimizer state", "input": "inputs", "const": "constants"}
-    return ", ".join(f"{names[k]} {format_bytes(parts[k])}" for k in ("param", "state", "input", "const")
-                     if parts.get(k)) or "none"
+def _move_key(peak: int, n_peak: int, pk: int, cnt: int, added: float, move: tuple) -> tuple | None:
+    """Sort key of a move (smaller is better), None when it does not improve (peak, count):
+    the peak lowered most per unit of cost, else the cheapest that removes a peak step."""
+    if (pk, cnt) >= (peak, n_peak):
+        return None
+    return (0, -(peak - pk) / max(added, 1e-30), added, *move) if pk < peak else (1, added, cnt, *move)
 
 
 def plan_remat(g: Graph, budget: Budget | str | int, order: Sequence[int] | None = None,
