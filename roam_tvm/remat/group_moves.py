@@ -34,8 +34,8 @@ def sibling_groups(ctx: Context, cands: list[tuple[int, int]]) -> list[tuple[int
             users = lv.users.get(root)
             if users and users[-1] < s and root not in lv.pinned:
                 by_input.setdefault((s, root), []).append(r)
-    groups = [(s, list(dict.fromkeys(rs))) for (s, _), rs in by_input.items()]
-    groups = [(s, rs) for s, rs in groups if len(rs) > 1]
+    groups = {(s, tuple(dict.fromkeys(rs))) for (s, _), rs in by_input.items()}  # one per root set
+    groups = [(s, list(rs)) for s, rs in groups if len(rs) > 1]
     return sorted(groups, key=lambda g: (-sum(ctx.st.tensors[r].size for r in g[1]), g[0], g[1]))
 
 

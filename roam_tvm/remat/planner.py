@@ -205,7 +205,7 @@ class RematPlanner:
         n_peak = len(lv.at_peak)
         full = None  # the chained move of the current candidate (a lean one equal to it is skipped)
         cands = self._candidates(ctx)
-        built: dict = {}  # key -> state of the sibling moves (built to be counted)
+        built: dict = {}  # sibling move index -> its state (built to be counted)
         for (r, s), chain in ((c, ch) for c in cands for ch in self.chain_modes):
             mv = plan_move(ctx, r, s, chain)
             if chain == 1:
@@ -222,15 +222,15 @@ class RematPlanner:
                 key = _move_key(lv.peak, n_peak, pk, cnt, added, (r, s, chain, hoist))
                 if key is not None and (best_key is None or key < best_key):
                     best_key, best = key, (r, s, chain, hoist, pk, cnt)
-        for s, roots, gst in (group_options(ctx, cands, self.costs) if self.siblings else ()):
-            (pk, cnt), built[(roots[0], s)] = peak_count(gst, st), gst
-            key = _move_key(lv.peak, n_peak, pk, cnt, gst.cost - st.cost, (roots[0], s, SIBLINGS, False))
+        for gi, (s, roots, gst) in enumerate(group_options(ctx, cands, self.costs) if self.siblings else ()):
+            (pk, cnt), built[gi] = peak_count(gst, st), gst  # a sibling move's slot after chain: its index
+            key = _move_key(lv.peak, n_peak, pk, cnt, gst.cost - st.cost, (roots[0], s, SIBLINGS, gi))
             if key is not None and (best_key is None or key < best_key):
-                best_key, best = key, (roots[0], s, SIBLINGS, False, pk, cnt)
+                best_key, best = key, (roots[0], s, SIBLINGS, gi, pk, cnt)
         if best is None:
             return False
         r, s, chain, hoist, pk, cnt = best
-        nst = built[(r, s)] if chain == SIBLINGS else split(ctx, r, s, self.costs, chain, hoist)
+        nst = built[hoist] if chain == SIBLINGS else split(ctx, r, s, self.costs, chain, hoist)
         nlv = None if nst is None else liveness(nst, st)
         if nlv is None or (nlv.peak, len(nlv.at_peak)) != (pk, cnt):
             raise RuntimeError(f"remat planner: predicted peak {(pk, cnt)} of moving root {r} at step {s} "
@@ -238,7 +238,7 @@ class RematPlanner:
                                f"{None if nlv is None else (nlv.peak, len(nlv.at_peak))}")
         self.states.append(nst)
         self.lives.append(nlv)
-        self.hoists.append(self.hoists[-1] + hoist)
+        self.hoists.append(self.hoists[-1] + (hoist is True))
         return True
 
     def _candidates(self, ctx: Context) -> list[tuple[int, int]]:
