@@ -6,9 +6,9 @@ set can make that path worse at some budgets: a move with the best ratio may
 lower the peak a lot at once, and every budget in between must then pay for
 all of it (ResNet-18: a hoisted chain worth 24 MiB for 5.5% of the step where
 the plain path took 6 MiB for 1.7%). So the portfolio grows one path per move
-set (all moves; no hoisting; the plain and chained moves only; all moves from
-the order where in-place writers read their inputs last) and plans each
-budget on every path, keeping the cheapest.
+set (all moves; no hoisting; the plain and chained moves only; all moves and
+sibling moves from the order where in-place writers read their inputs last)
+and plans each budget on every path, keeping the cheapest.
 
 Still monotone: each path's cost never rises as the budget grows, so neither
 does their minimum. Still exact: the plan returned is one path's plan, checked
