@@ -37,7 +37,7 @@ def test_portfolio_is_the_cheapest_path_and_monotone(resnet):  # noqa: F811
         richest_worse += path_costs[0] is None or path_costs[0] > plan.cost
         if plan.report["path"] not in checked and plan.source:  # one exact check per path used
             checked.add(plan.report["path"])
-            check_plan(g, plan, b, pf.base_order)
+            check_plan(g, plan, b, pf.path_of(plan).base_order)  # the order that path started from
         costs.append(plan.cost)
     assert all(costs[k + 1] <= costs[k] for k in range(19)), costs
     assert richest_worse  # the portfolio is needed: one path alone is worse somewhere

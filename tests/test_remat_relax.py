@@ -16,6 +16,8 @@ from tvm.script import relax as R
 
 from roam_tvm.passes import extract_graph
 from roam_tvm.remat import BudgetError, RematPlanner
+from roam_tvm.remat.portfolio import RematPortfolio
+from roam_tvm.remat.relax_inplace import inplace_candidates
 from roam_tvm.remat.relax_remat import RoamRemat
 from roam_tvm.runtime.pipeline import (dataflow_lower_passes, finalize_passes, legalize_passes,
                                        library_dispatch_passes)
@@ -103,7 +105,7 @@ def test_pass_errors_before_rewriting():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["mlp", "cnn"])
+@pytest.mark.parametrize("name", ["mlp", "cnn", "gpt2-small"])  # gpt2: exp written over the logits
 def test_zoo_step_recomputed_is_bit_identical(name):
     from roam_tvm.cli import optimizer_from_config
     from roam_tvm.frontend import from_torch
@@ -113,12 +115,17 @@ def test_zoo_step_recomputed_is_bit_identical(name):
     ts = from_torch(spec.model, spec.example_inputs, spec.targets, loss=spec.loss,
                     optimizer=optimizer_from_config(spec.optimizer))
     mod = _lowered(ts.mod)
-    g = extract_graph(mod[ts.func_name], mod, ts.func_name).graph
-    planner = RematPlanner(g, list(range(len(g.ops))))
-    budget = (planner.floor().bytes + planner.unbudgeted_peak) // 2
+    rg = extract_graph(mod[ts.func_name], mod, ts.func_name)
+    g = rg.graph
+    # between the floor and the least peak in-place writes reach alone (on any path's order)
+    pf = RematPortfolio(g, list(range(len(g.ops))), inplace=inplace_candidates(mod, rg))
+    budget = (pf.floor().bytes + pf.initial_peak) // 2
     rr = RoamRemat(budget, functions=[ts.func_name])
     new = rr(mod)
     assert rr.plans[ts.func_name].source
+    if name == "gpt2-small":  # the cross-entropy's exp(x - max) written over the logits
+        assert any("exp_inplace" in gv.name_hint for gv in new.functions), sorted(
+            gv.name_hint for gv in new.functions if "inplace" in gv.name_hint)
     from roam_tvm.remat.check import check_recompute
 
     assert check_recompute(mod[ts.func_name], new[ts.func_name], new) == []
@@ -196,11 +203,12 @@ def test_compare_with_a_budget_reports_it(tmp_path):
     from roam_tvm.cli import main
 
     out = tmp_path / "cmp.json"
-    assert main(["compare", "--model", "cnn", "--small", "--target", "llvm", "--budget", "0.97", "--no-cut",
+    # 0.85: at 0.97 (and 0.9) in-place writes alone fit, on the readers-first path's order
+    assert main(["compare", "--model", "cnn", "--small", "--target", "llvm", "--budget", "0.85", "--no-cut",
                  "--planners", "tvm-default", "roam", "--quiet", "--json", str(out)]) == 0
     r = json.loads(out.read_text())
     roam, budgeted = r["planners"]["roam"], r["planners"]["roam-budget"]
-    assert r["budget_bytes"] == int(0.97 * roam["peak_bytes"])
+    assert r["budget_bytes"] == int(0.85 * roam["peak_bytes"])
     assert r["floor_bytes"] <= r["budget_bytes"]
     assert budgeted["fits"] and budgeted["valid"] and budgeted["peak_bytes"] <= r["budget_bytes"]
     assert budgeted["recomputed_ops"] > 0 and 0 < budgeted["overhead_time"] < 1

@@ -148,13 +148,14 @@ def find_accumulations(func: relax.Function,
     counts = _use_counts(func)
     dependent = _input_dependent(func)
     mod = mod if mod is not None else tvm.IRModule()
-    adds, pads, products, fresh = {}, {}, {}, set()
+    adds, pads, products, fresh, at = {}, {}, {}, set(), {}
     for block in func.body.blocks:
         if not isinstance(block, relax.DataflowBlock):
             continue
         for b in block.bindings:
             if not isinstance(b, relax.VarBinding):
                 continue
+            at[b.var] = len(at)
             if _is_add(b.value) and not _adds_zero(b.value):
                 adds[b.var] = b.value
             elif _zero_pad_offsets(b.value) is not None:
@@ -174,14 +175,43 @@ def find_accumulations(func: relax.Function,
             product = products.get(g) if single else None
             if product is not None and acc in product[1:]:
                 product = None  # the product reads the accumulator it would write
-            writable = acc in adds or (product is not None and acc in fresh)
+            # a fresh accumulator bound after the product would make the product wait for it
+            writable = acc in adds or (product is not None and acc in fresh and _before(at, acc, g))
             if writable and counts.get(acc, 0) == 1 and acc in dependent:
                 piece = pads.get(g) if single else None
                 if piece is not None and _tensor_key(piece[0]) is None:
                     piece = None
                 chosen[call] = (i, piece, product)
                 break
+        else:
+            i = _early_product(call, adds, products, fresh, counts, dependent, at)
+            if i is not None:
+                chosen[call] = (i, None, None)
     return chosen
+
+
+def _before(at: Dict[relax.Var, int], a, b) -> bool:
+    """``a`` is bound before ``b`` in the dataflow blocks (a parameter counts as first)."""
+    return at.get(a, -1) < at.get(b, -1)
+
+
+def _early_product(call: relax.Call, adds, products, fresh, counts, dependent, at) -> Optional[int]:
+    """The argument index of the accumulator for a first link ``s = p + g`` whose product ``p``
+    is bound before ``g``: ``g`` is then added into ``p``'s fresh result in place.
+
+    Fused, ``p + g`` is the product's epilogue, so the product runs only once ``g`` exists, its
+    operands alive until then: a tied embedding's product with the vocabulary-sized logits
+    gradient, added to the embedding lookup's gradient at the very end of the backward, would
+    keep that gradient alive through the whole backward. In place, the product runs as soon as
+    its operands exist (PyTorch's autograd also adds a later contribution into the first).
+    """
+    for i, p in enumerate(call.args):
+        g = call.args[1 - i]
+        if (p in products and p in fresh and p not in adds and g not in adds and g is not p
+                and counts.get(p, 0) == 1 and counts.get(g, 0) == 1 and p in dependent
+                and _before(at, p, g) and p in at and g in at):
+            return i
+    return None
 
 
 def slice_accumulate_kernel(acc_shape: Tuple[int, ...], g_shape: Tuple[int, ...],

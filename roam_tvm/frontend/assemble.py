@@ -18,6 +18,7 @@ from .placement import UpdateEmitter, update_points
 from .reductions import blocked_reduction
 from .relax_walk import bindings, resolve
 from .signature import StepNames, StepSignature, build_signature
+from .simplify import drop_noop_reshapes
 
 
 @dataclass
@@ -134,5 +135,8 @@ def assemble(adj: relax.Function, names: StepNames, optimizer: Optimizer, bn_inf
     # so a GPU build can give each thread its own columns (take_backward.py)
     mod = AccumulateInPlace()(TransposeProductSums()(mod))
     mod = TakeBackwardKernels()(mod)
+    # a reshape onto the tensor's own shape (two that cancel: the logits to (B, T, V) and back)
+    # would alias its input, and an aliased tensor is never overwritten in place (simplify.py)
+    mod["train_step"] = drop_noop_reshapes(mod["train_step"])
     mod = relax.transform.DeadCodeElimination()(InlineTupleVars()(mod))
     return mod, sig, emitter.update_deps

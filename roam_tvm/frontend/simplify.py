@@ -1,4 +1,5 @@
-"""Drop ``broadcast_to`` calls that broadcast nothing, before autodiff.
+"""Drop ``broadcast_to`` calls that broadcast nothing, before autodiff, and reshapes that
+reshape nothing, after it.
 
 ``torch.export`` spells a batched ``torch.matmul`` as ``expand`` + ``view`` +
 ``bmm``; the importer turns ``expand`` into ``R.broadcast_to`` even when the
@@ -18,6 +19,7 @@ backward. ``drop_matmul_weight_broadcasts`` multiplies by the 2-D weight itself,
 """
 from __future__ import annotations
 
+import tvm
 from tvm import relax
 from tvm.relax.dpl import is_op, rewrite_call, wildcard
 
@@ -56,3 +58,44 @@ def drop_matmul_weight_broadcasts(func: relax.Function) -> relax.Function:
         return relax.op.matmul(matches[a], matches[w], out_dtype=expr.attrs.out_dtype)
 
     return rewrite_call(pattern, rewrite, func)
+
+
+def _noop_reshape_of(value, kernel_outputs: set):
+    """The reshaped kernel output when ``value`` reshapes it onto its own static shape, else None."""
+    if not (isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op)
+            and value.op.name == "relax.reshape" and value.args[0] in kernel_outputs):
+        return None
+    src = value.args[0]
+    same = shape_tuple(src) is not None and shape_tuple(src) == shape_tuple(value)
+    return src if same and src.ty.dtype == value.ty.dtype else None
+
+
+@relax.expr_functor.mutator
+class _DropNoopReshapes(relax.PyExprMutator):
+    def __init__(self, kernel_outputs: set):
+        super().__init__()
+        self.kernel_outputs = kernel_outputs
+
+    def visit_var_binding_(self, binding: relax.VarBinding) -> None:
+        src = _noop_reshape_of(binding.value, self.kernel_outputs)
+        # a dataflow var may stand for the reshape's result only inside the dataflow block
+        if src is None or (isinstance(src, relax.DataflowVar)
+                           and not isinstance(binding.var, relax.DataflowVar)):
+            super().visit_var_binding_(binding)
+            return
+        self.set_var_remap(binding.var, self.visit_expr(src))
+
+
+def drop_noop_reshapes(func: relax.Function) -> relax.Function:
+    """``func`` with every ``R.reshape(x, shape)`` whose ``shape`` is ``x``'s own (static) replaced
+    by ``x``, where ``x`` is the result of a ``call_tir`` (a kernel's fresh output)."""
+    kernel_outputs = set()
+    for block in func.body.blocks:
+        for b in block.bindings:
+            v = getattr(b, "value", None)
+            if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.Op) and v.op.name == "relax.call_tir":
+                kernel_outputs.add(b.var)
+    if not any(_noop_reshape_of(getattr(b, "value", None), kernel_outputs) is not None
+               for block in func.body.blocks for b in block.bindings):
+        return func
+    return _DropNoopReshapes(kernel_outputs).visit_expr(func)

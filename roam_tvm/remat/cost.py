@@ -22,11 +22,11 @@ Overheads are fractions of the whole step's cost under the same model
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from ..graph.model import Graph, Op
 
-__all__ = ["H100_FLOPS", "H100_BANDWIDTH", "op_bytes", "op_costs", "COST_MODELS"]
+__all__ = ["H100_FLOPS", "H100_BANDWIDTH", "op_bytes", "op_costs", "overheads", "COST_MODELS"]
 
 #: Dense BF16 tensor-core FLOP/s of an H100 SXM (no sparsity).
 H100_FLOPS = 989e12
@@ -73,3 +73,18 @@ def op_costs(g: Graph, model: str = "bytes", flops: Sequence[float] | None = Non
         return [float(f) for f in flops]
     return [max(float(f) / H100_FLOPS, op_bytes(g, op) / H100_BANDWIDTH)
             for f, op in zip(flops, g.ops)]
+
+
+def overheads(g: Graph, recomputed: Iterable[int], flops: Sequence[float] | None = None) -> dict[str, float]:
+    """Share of the step that the ``recomputed`` ops (original op ids, once per copy) cost, under
+    every cost model that can be evaluated (``flops`` and ``roofline`` need FLOPs)."""
+    recomputed = list(recomputed)
+    out = {}
+    for model in COST_MODELS:
+        try:
+            costs = op_costs(g, model, flops)
+        except ValueError:  # no FLOPs known
+            continue
+        total = sum(costs)
+        out[model] = sum(costs[o] for o in recomputed) / total if total else 0.0
+    return out

@@ -7,7 +7,7 @@ from ..graph.bounds import any_bound, op_footprint
 from ..graph.model import ALWAYS_LIVE_KINDS, Graph
 from .budget import format_bytes
 
-__all__ = ["Floor", "BudgetError", "always_live_parts", "lower_bound"]
+__all__ = ["Floor", "BudgetError", "always_live_parts", "lower_bound", "parts_text"]
 
 
 class BudgetError(ValueError):
@@ -20,6 +20,13 @@ def always_live_parts(g: Graph) -> dict[str, int]:
     for t in g.always_live:
         out[g.tensors[t].kind] += g.tensors[t].size
     return out
+
+
+def parts_text(parts: dict[str, int]) -> str:
+    """``'parameters X, optimizer state Y, ...'`` for the non-zero parts (``'none'`` without any)."""
+    names = {"param": "parameters", "state": "optimizer state", "input": "inputs", "const": "constants"}
+    return ", ".join(f"{names[k]} {format_bytes(parts[k])}" for k in ("param", "state", "input", "const")
+                     if parts.get(k)) or "none"
 
 
 def lower_bound(g: Graph, inplace=None) -> int:

@@ -34,7 +34,9 @@ recomputation) and is already in the path's first state; the moves see it
 (an input that a move makes die earlier may then be overwritten).
 
 Order: the copies are inserted into the base order (roam's unbudgeted
-order), each just before its first reader; the other ops keep their order.
+order; with ``readers_first``, a reader of an input that an op may overwrite
+runs before that op when it can: :mod:`roam_tvm.remat.inplace_order`), each just before its first
+reader; the other ops keep their order.
 
 Arena: ``plan(budget, measure)`` walks on from that first state to the first
 one whose *measured* peak (e.g. the arena a layout planner gives) fits; still
@@ -48,14 +50,18 @@ from typing import Callable, Sequence
 
 from ..graph.model import Graph, GraphError
 from .budget import Budget, format_bytes, resolve_budget
-from .cost import COST_MODELS, op_costs
-from .floor import BudgetError, Floor, always_live_parts, lower_bound
+from .cost import op_costs, overheads
+from .floor import BudgetError, Floor, always_live_parts, lower_bound, parts_text
 from .delta import Frame, move_peak, plan_move
 from .inplace import InplaceModel
+from .group_moves import group_options
+from .inplace_order import readers_first as first_readers
 from .moves import CHAIN_MODES, LEAN, Context, split, splittable
 from .state import State, initial_state, interval_arrays, liveness, peak_count
 
 __all__ = ["RematPlan", "RematPlanner", "plan_remat"]
+
+SIBLINGS = -1  # the chain-mode slot of a sibling move in the planner's keys
 
 
 @dataclass
@@ -129,14 +135,23 @@ class RematPlanner:
         Offer lean-chained moves, and moves that move an earlier copy up
         (both on by default; :class:`~roam_tvm.remat.portfolio.RematPortfolio`
         also grows paths without them).
+    readers_first : bool
+        With ``inplace``, start from ``order`` with the late readers of inputs
+        that an op may overwrite moved up (:mod:`roam_tvm.remat.inplace_order`);
+        off by default: a greedy path from that order may end higher, so
+        :class:`~roam_tvm.remat.portfolio.RematPortfolio` grows it beside the others.
+    siblings : bool
+        Also offer sibling moves (:mod:`roam_tvm.remat.group_moves`): every
+        root made from one input dead at the peak, recomputed at once.
     """
 
     def __init__(self, g: Graph, order: Sequence[int] | None = None, cost_model: str = "bytes",
                  flops: Sequence[float] | None = None, max_candidates: int | None = None,
                  time_limit: float | None = None, inplace: dict | None = None,
-                 lean: bool = True, hoist: bool = True):
+                 lean: bool = True, hoist: bool = True, readers_first: bool = False,
+                 siblings: bool = False):
         self.chain_modes = CHAIN_MODES if lean else tuple(m for m in CHAIN_MODES if m != LEAN)
-        self.hoist = hoist
+        self.hoist, self.siblings = hoist, siblings
         if time_limit is not None and not time_limit > 0:
             raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
         self.time_limit = time_limit
@@ -150,14 +165,17 @@ class RematPlanner:
 
             order = best_heuristic(g)[0]
         g.check_order(list(order))
-        self.base_order = list(order)
         self.max_candidates = max_candidates
         self.inplace = InplaceModel(g, inplace) if inplace else None
+        # an in-place writer must be its input's last reader: small late readers move up
+        self.scheduler_order = list(order)
+        moved = readers_first and self.inplace
+        self.base_order = first_readers(g, order, self.inplace) if moved else list(order)
         st = initial_state(g, self.base_order, self.inplace)
         self.states: list[State] = [st]
         self.lives = [liveness(st)]
         self.hoists = [0]  # per path state: moves so far that moved an earlier copy up
-        self._unbudgeted = g.peak(self.base_order) if self.inplace else self.lives[0].peak
+        self._unbudgeted = g.peak(list(order)) if self.inplace else self.lives[0].peak
         self.done = False
         self.seconds = 0.0
         self.state_seconds = [0.0]  # search seconds spent when each path state was reached
@@ -186,7 +204,9 @@ class RematPlanner:
         best_key, best = None, None
         n_peak = len(lv.at_peak)
         full = None  # the chained move of the current candidate (a lean one equal to it is skipped)
-        for (r, s), chain in ((c, ch) for c in self._candidates(ctx) for ch in self.chain_modes):
+        cands = self._candidates(ctx)
+        built: dict = {}  # sibling move index -> its state (built to be counted)
+        for (r, s), chain in ((c, ch) for c in cands for ch in self.chain_modes):
             mv = plan_move(ctx, r, s, chain)
             if chain == 1:
                 full = None if mv is None else mv.src
@@ -199,18 +219,18 @@ class RematPlanner:
                 if hst is not None:
                     options.append((True, *peak_count(hst, st), hst.cost - st.cost))
             for hoist, pk, cnt, added in options:
-                if (pk, cnt) >= (lv.peak, n_peak):
-                    continue
-                if pk < lv.peak:
-                    key = (0, -(lv.peak - pk) / max(added, 1e-30), added, r, s, chain, hoist)
-                else:
-                    key = (1, added, cnt, r, s, chain, hoist)
-                if best_key is None or key < best_key:
+                key = _move_key(lv.peak, n_peak, pk, cnt, added, (r, s, chain, hoist))
+                if key is not None and (best_key is None or key < best_key):
                     best_key, best = key, (r, s, chain, hoist, pk, cnt)
+        for gi, (s, roots, gst) in enumerate(group_options(ctx, cands, self.costs) if self.siblings else ()):
+            (pk, cnt), built[gi] = peak_count(gst, st), gst  # a sibling move's slot after chain: its index
+            key = _move_key(lv.peak, n_peak, pk, cnt, gst.cost - st.cost, (roots[0], s, SIBLINGS, gi))
+            if key is not None and (best_key is None or key < best_key):
+                best_key, best = key, (roots[0], s, SIBLINGS, gi, pk, cnt)
         if best is None:
             return False
         r, s, chain, hoist, pk, cnt = best
-        nst = split(ctx, r, s, self.costs, chain, hoist)
+        nst = built[hoist] if chain == SIBLINGS else split(ctx, r, s, self.costs, chain, hoist)
         nlv = None if nst is None else liveness(nst, st)
         if nlv is None or (nlv.peak, len(nlv.at_peak)) != (pk, cnt):
             raise RuntimeError(f"remat planner: predicted peak {(pk, cnt)} of moving root {r} at step {s} "
@@ -218,7 +238,7 @@ class RematPlanner:
                                f"{None if nlv is None else (nlv.peak, len(nlv.at_peak))}")
         self.states.append(nst)
         self.lives.append(nlv)
-        self.hoists.append(self.hoists[-1] + hoist)
+        self.hoists.append(self.hoists[-1] + (hoist is True))
         return True
 
     def _candidates(self, ctx: Context) -> list[tuple[int, int]]:
@@ -292,7 +312,7 @@ class RematPlanner:
             raise BudgetError(
                 f"budget {format_bytes(b)} is below {format_bytes(self.lower_bound)}, the bytes no plan "
                 f"can avoid: always-live ({format_bytes(self.g.always_live_bytes)}: "
-                f"{_parts_text(always_live_parts(self.g))}) + the largest op's inputs, outputs and "
+                f"{parts_text(always_live_parts(self.g))}) + the largest op's inputs, outputs and "
                 f"workspace{' (less the outputs it may write into its inputs)' if self.inplace else ''}. Use a budget of at least {self.floor().bytes} bytes (this planner's floor).")
         i = self._extend_until(b)
         if i is None:
@@ -357,21 +377,15 @@ class RematPlanner:
 
     def _overheads(self, source: dict[int, int]) -> dict[str, float]:
         """Recomputed share of the step under every cost model that can be evaluated."""
-        out = {}
-        for model in COST_MODELS:
-            try:
-                costs = self.costs if model == self.cost_model else op_costs(self.g, model, self.flops)
-            except ValueError:  # no FLOPs known
-                continue
-            total = sum(costs)
-            out[model] = sum(costs[o] for o in source.values()) / total if total else 0.0
-        return out
+        return overheads(self.g, source.values(), self.flops)
 
 
-def _parts_text(parts: dict[str, int]) -> str:
-    names = {"param": "parameters", "state": "optimizer state", "input": "inputs", "const": "constants"}
-    return ", ".join(f"{names[k]} {format_bytes(parts[k])}" for k in ("param", "state", "input", "const")
-                     if parts.get(k)) or "none"
+def _move_key(peak: int, n_peak: int, pk: int, cnt: int, added: float, move: tuple) -> tuple | None:
+    """Sort key of a move (smaller is better), None when it does not improve (peak, count):
+    the peak lowered most per unit of cost, else the cheapest that removes a peak step."""
+    if (pk, cnt) >= (peak, n_peak):
+        return None
+    return (0, -(peak - pk) / max(added, 1e-30), added, *move) if pk < peak else (1, added, cnt, *move)
 
 
 def plan_remat(g: Graph, budget: Budget | str | int, order: Sequence[int] | None = None,

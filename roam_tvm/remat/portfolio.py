@@ -6,8 +6,9 @@ set can make that path worse at some budgets: a move with the best ratio may
 lower the peak a lot at once, and every budget in between must then pay for
 all of it (ResNet-18: a hoisted chain worth 24 MiB for 5.5% of the step where
 the plain path took 6 MiB for 1.7%). So the portfolio grows one path per move
-set (all moves; no hoisting; the plain and chained moves only) and plans each
-budget on every path, keeping the cheapest.
+set (all moves; no hoisting; the plain and chained moves only; all moves and
+sibling moves from the order where in-place writers read their inputs last)
+and plans each budget on every path, keeping the cheapest.
 
 Still monotone: each path's cost never rises as the budget grows, so neither
 does their minimum. Still exact: the plan returned is one path's plan, checked
@@ -25,15 +26,20 @@ from .planner import RematPlan, RematPlanner
 
 __all__ = ["RematPortfolio", "PATHS"]
 
-#: Move sets, one path each: (lean chains, hoisting). The first is the richest.
-PATHS = ((True, True), (True, False), (False, False))
+#: Move sets, one path each: (lean chains, hoisting[, readers first[, siblings]]). The first is
+#: the richest of the scheduler's order.
+#: The last starts from the order where in-place writers are their inputs' last readers
+#: (:mod:`roam_tvm.remat.inplace_order`): it can end far lower (GPT-2's logits overwritten by
+#: ``exp``) or higher (another greedy path) than the scheduler's order, so both are grown.
+#: It also offers sibling moves (:mod:`roam_tvm.remat.group_moves`), new like it.
+PATHS = ((True, True), (True, False), (False, False), (True, True, True, True))
 
 
 class RematPortfolio:
     """:class:`RematPlanner`'s interface over several paths (see the module docstring).
 
     Parameters are :class:`RematPlanner`'s; ``time_limit`` is shared evenly
-    between the paths, and ``paths`` lists their (lean, hoist) move sets.
+    between the paths, and ``paths`` lists their (lean, hoist[, readers_first[, siblings]]) move sets.
     """
 
     def __init__(self, g: Graph, order: Sequence[int] | None = None, cost_model: str = "bytes",
@@ -44,10 +50,21 @@ class RematPortfolio:
             raise ValueError("RematPortfolio needs at least one (lean, hoist) move set in paths")
         share = None if time_limit is None else time_limit / len(paths)
         first = RematPlanner(g, order, cost_model, flops, max_candidates, share, inplace, *paths[0])
-        order = first.base_order  # the others start from the same order (no second heuristic search)
-        self.paths = [first] + [RematPlanner(g, order, cost_model, flops, max_candidates, share, inplace, *p)
-                                for p in paths[1:]]
-        self.names = ["+".join(n for n, on in zip(("lean", "hoist"), p) if on) or "plain" for p in paths]
+        order = first.scheduler_order  # the others start from the same order (no second heuristic search)
+        planners = [first] + [RematPlanner(g, order, cost_model, flops, max_candidates, share, inplace, *p)
+                              for p in paths[1:]]
+        # a readers-first path whose order moved nothing repeats its move set's path: dropped
+        # when that path is grown too, its search time shared by the others
+        flags = [(*p, False, False)[:4] for p in paths]
+        plain_order = {(f[0], f[1], f[3]) for f in flags if not f[2]}
+        kept = [i for i, (pl, f) in enumerate(zip(planners, flags))
+                if not (f[2] and pl.base_order == pl.scheduler_order and (f[0], f[1], f[3]) in plain_order)]
+        self.paths = [planners[i] for i in kept]
+        if time_limit is not None:
+            for pl in self.paths:
+                pl.time_limit = time_limit / len(self.paths)
+        words = ("lean", "hoist", "readers-first", "siblings")
+        self.names = ["+".join(n for n, on in zip(words, paths[i]) if on) or "plain" for i in kept]
         self.g, self.costs, self.cost_model, self.flops = g, first.costs, cost_model, flops
         self.base_order, self.inplace, self.lower_bound = first.base_order, first.inplace, first.lower_bound
 
@@ -57,8 +74,8 @@ class RematPortfolio:
 
     @property
     def initial_peak(self) -> int:
-        """Peak of the base order with its in-place writes and no recomputation."""
-        return self.paths[0].lives[0].peak
+        """Least peak of the paths' base orders with their in-place writes and no recomputation."""
+        return min(p.lives[0].peak for p in self.paths)
 
     @property
     def truncated(self) -> bool:

@@ -206,7 +206,7 @@ class RoamRemat:
     def __init__(self, budget: Budget | str | int, functions: list[str] | None = None,
                  cost_model: str = "roofline", layout: dict | None = None,
                  time_limit: float | None = None, inplace: bool = True, paths=None):
-        self.paths = paths  # (lean, hoist) move sets of the portfolio; default all of PATHS
+        self.paths = paths  # (lean, hoist[, readers_first[, siblings]]) move sets of the portfolio; default all of PATHS
         self.budget = parse_budget(budget) if isinstance(budget, str) else budget
         self.inplace = inplace
         self.layout = layout
