@@ -13,8 +13,10 @@ Pipeline
    while the peak drops. This makes the long-distance moves (weight-gradient
    kernels pulled into the backward chain) that windows cannot.
 2c. If the peak is still above the bound, the pairwise bound
-   (:func:`~roam_tvm.graph.bounds.pair_cut_bound`) may prove it optimal all the
-   same; it replaces the bound from here on (``report["pair_bound"]``).
+   (:func:`~roam_tvm.graph.bounds.pair_cut_bound`), then the first-of-set bound
+   (:func:`~roam_tvm.graph.set_bound.set_cut_bound`) may prove it optimal all the
+   same; the larger replaces the bound from here on (``report["pair_bound"]``,
+   ``report["set_bound"]``).
 3. Refinement passes: cut the current order into windows (segments between
    fixed-position ops, chunked to ``node_budget`` around the peak, see
    :mod:`roam_tvm.order.tree`). Only windows whose peak is above the *floor*
@@ -42,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..graph.bounds import cut_profile, pair_cut_bound
+from ..graph.set_bound import set_cut_bound
 from ..graph.model import Graph, GraphError
 from .cutrepair import cut_guided_repair
 from .dp import dp_search
@@ -114,9 +117,10 @@ class OrderResult:
              f"-{red:.1f}%)")
         if lb is not None:
             s += f", cut bound {lb / mib:.1f} MiB"
-        pair = self.report.get("pair_bound")
-        if pair is not None and lb is not None and pair > lb:
-            s += f", pair bound {pair / mib:.1f} MiB"
+        for key in ("pair", "set"):
+            tighter = self.report.get(f"{key}_bound")
+            if tighter is not None and lb is not None and tighter > lb:
+                s += f", {key} bound {tighter / mib:.1f} MiB"
         s += (f", {self.pieces} pieces ({self.optimal} optimal, {self.time_limited} time-limited, "
               f"{self.fallback} fallback, {self.reused} reused), {self.seconds:.1f} s")
         stop = self.report.get("stopped")
@@ -334,13 +338,19 @@ def plan_order(g: Graph, time_limit: float = 10.0, node_budget: int = 100,
     if repair and peak > lb:
         order, peak = _repair_candidates(g, cands, peaks, order, lb,
                                          min(deadline, time.perf_counter() + 0.25 * total), report)
-    # 2c. a stronger bound where the cut is loose: two ops that each want the other run first
+    # 2c. stronger bounds where the cut is loose: two ops that each want the other run first,
+    # or several accumulators that each want to be created last
     if peak > lb:
         t_pair = time.perf_counter()
         pair = pair_cut_bound(g, prof, time_limit=max(0.5, 0.1 * total))
         report["pair_bound"] = pair
         report["pair_seconds"] = round(time.perf_counter() - t_pair, 3)
         lb = max(lb, pair)
+    if peak > lb:
+        t_set = time.perf_counter()
+        report["set_bound"] = set_cut_bound(g, prof, time_limit=max(0.5, 0.05 * total))
+        report["set_seconds"] = round(time.perf_counter() - t_set, 3)
+        lb = max(lb, report["set_bound"])
     res = OrderResult(order, peak, program_peak, report=report)
     # 3. refinement
     jobs = (os.cpu_count() or 1) if jobs is None else max(1, int(jobs))

@@ -24,6 +24,7 @@ from tvm import relax, tirx
 
 from ..graph import Graph
 from ..graph.bounds import any_bound, cut_profile, pair_cut_bound
+from ..graph.set_bound import set_cut_bound
 from ..passes import LiftKernelScratch, RoamLayout, RoamOrder, RoamPlan, extract_graph, latest_layout, latest_order
 from ..passes.roam_order import reorder_function
 from ..runtime.pipeline import dataflow_lower_passes, roam_lower_passes, legalize_passes, library_dispatch_passes, schedule_passes
@@ -77,22 +78,24 @@ def scratch_figures(func: relax.Function, mod: tvm.IRModule, scratch: dict[str, 
     return scratch_peaks(rg.graph.live_profile(), op_requests(func, rg.op_bindings, scratch), threads)
 
 
-#: Seconds the pairwise bound may take on top of the cut (it only ever tightens it).
+#: Seconds the pairwise and the set bound may each take on top of the cut (they only ever tighten it).
 PAIR_SECONDS = 30.0
 
 
 def lower_bounds(g: Graph, cut: bool = True) -> dict[str, int]:
-    """The ``order``, ``any``, ``cut`` and ``pair`` lower bounds of an unplanned graph.
+    """The ``order``, ``any``, ``cut``, ``pair`` and ``set`` lower bounds of an unplanned graph.
 
-    ``pair`` (:func:`~roam_tvm.graph.bounds.pair_cut_bound`) is at least
-    ``cut``; it is above it where two ops each need the other to run first,
-    as the weight-gradient sums of an unrolled RNN do.
+    ``pair`` (:func:`~roam_tvm.graph.bounds.pair_cut_bound`) and ``set``
+    (:func:`~roam_tvm.graph.set_bound.set_cut_bound`) are at least ``cut``; they
+    are above it where unrelated ops each need the others to run first, as the
+    weight-gradient sums of an unrolled RNN do (two ops, or the first of several).
     """
     out = {"order": g.peak(), "any": any_bound(g)}
     if cut:
         prof = cut_profile(g)
         out["cut"] = prof.bound
         out["pair"] = pair_cut_bound(g, prof, time_limit=PAIR_SECONDS)
+        out["set"] = set_cut_bound(g, prof, time_limit=PAIR_SECONDS)
     return out
 
 
