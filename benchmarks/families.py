@@ -104,6 +104,11 @@ def checks(report: dict) -> dict:
            "pytorch_method": report.get("planners", {}).get("pytorch", {}).get("method")}
     out["roam_over_cut"] = roam / cut if roam and cut else None
     out["roam_within_1pct_of_cut"] = None if out["roam_over_cut"] is None else out["roam_over_cut"] <= CUT_SLACK
+    # the tightest lower bound reported (cut, pair or set): roam at it is a proved optimum
+    bounds = report.get("lower_bounds", {})
+    best = max((bounds.get(k) or 0 for k in ("cut", "pair", "set")), default=0) or None
+    out["best_bound_bytes"] = best
+    out["roam_over_best_bound"] = roam / best if roam and best else None
     for key in ("tvm_default", "pytorch"):
         other = out[f"{key}_bytes"]
         out[f"roam_below_{key}"] = None if roam is None or other is None else roam < other
@@ -132,7 +137,8 @@ def run_row(family: str, args) -> dict:
         json.dump(row, f, indent=1)
     c = row.get("checks", {})
     print(f"{name}: {run['wall_seconds']:.0f} s, RSS {run['max_rss_bytes'] / 2**30:.2f} GiB, "
-          + (f"roam/cut {c['roam_over_cut']:.4f}, below tvm-default {c['roam_below_tvm_default']}, "
+          + (f"roam/cut {c['roam_over_cut']:.4f}, roam/best bound {c['roam_over_best_bound']:.4f}, "
+             f"below tvm-default {c['roam_below_tvm_default']}, "
              f"below pytorch {c['roam_below_pytorch']}" if c.get("roam_over_cut") else
              f"no figures: {row.get('stopped') or 'failed (see the log)'}"), flush=True)
     return row

@@ -11,8 +11,8 @@ and the others go on. It writes ``benchmarks/results/runs/outside/<factory>.json
 report plus ``run`` and ``row``, or ``{"error", "run"}``), then rebuilds from every row file there
 
 ``benchmarks/results/outside_probes.json``
-    ``{command, versions, machine, rows: [{model, file, ops, tvm_default, pytorch, roam, cut, pair,
-    roam_over_cut, below_tvm_default, below_pytorch, plan_seconds, valid, error, meets_bar}]}``
+    ``{command, versions, machine, rows: [{model, file, ops, tvm_default, pytorch, roam, cut, pair, set,
+    best_bound, roam_over_cut, roam_over_best, below_tvm_default, below_pytorch, plan_seconds, valid, error, meets_bar}]}``
     (peaks in bytes; ``below_*`` means at or below; ``meets_bar``: valid, at or below tvm-default,
     within 2% of cut);
 ``benchmarks/results/outside_probes.md``
@@ -94,13 +94,18 @@ def summary_row(name: str, report: dict | None, error: str | None = None) -> dic
     valid = (planners.get("roam") or {}).get("valid")
     row = {"model": name, "file": f"benchmarks/outside/{ROWS.get(name, '?')}", "ops": report.get("ops"),
            "tvm_default": peaks["tvm-default"], "pytorch": peaks["pytorch"], "roam": roam, "cut": cut,
-           "pair": _number(bounds.get("pair")), "roam_over_cut": roam / cut if roam and cut else None,
+           "pair": _number(bounds.get("pair")), "set": _number(bounds.get("set")),
+           "roam_over_cut": roam / cut if roam and cut else None,
            "below_tvm_default": None if roam is None or peaks["tvm-default"] is None else roam <= peaks["tvm-default"],
            "below_pytorch": None if roam is None or peaks["pytorch"] is None else roam <= peaks["pytorch"],
            "plan_seconds": (planners.get("roam") or {}).get("plan_seconds"),
            "valid": valid if isinstance(valid, bool) else None, "error": error}
     row["meets_bar"] = bool(row["valid"] and row["below_tvm_default"] and row["roam_over_cut"] is not None
                             and row["roam_over_cut"] <= CUT_SLACK)
+    # the tightest lower bound reported (cut, pair or set): roam at it is a proved optimum
+    best = max((b for b in (cut, row["pair"], row["set"]) if b), default=None)
+    row["best_bound"] = best
+    row["roam_over_best"] = roam / best if roam and best else None
     return row
 
 
@@ -114,13 +119,14 @@ def _bytes(x) -> str:
 
 def markdown(rows: list[dict]) -> str:
     """The summary rows as a Markdown table (bytes; roam/cut, roam/tvm-default, roam/pytorch)."""
-    lines = ["| model | file | ops | tvm-default B | pytorch B | roam B | cut B | roam/cut | vs tvm-default "
-             "| vs pytorch | roam plan s | valid | bar |", "|" + "---|" * 13]
+    lines = ["| model | file | ops | tvm-default B | pytorch B | roam B | cut B | roam/cut | roam/best bound "
+             "| vs tvm-default | vs pytorch | roam plan s | valid | bar |", "|" + "---|" * 14]
     for r in rows:
         bar = "yes" if r["meets_bar"] else ("no" if not r["error"] else f"no: {r['error'][:80]}")
         lines.append(f"| {r['model']} | {os.path.basename(r['file'])} | {r['ops'] or '-'} | {_bytes(r['tvm_default'])} "
                      f"| {_bytes(r['pytorch'])} | {_bytes(r['roam'])} | {_bytes(r['cut'])} "
                      f"| {'-' if r['roam_over_cut'] is None else format(r['roam_over_cut'], '.4f')} "
+                     f"| {'-' if r.get('roam_over_best') is None else format(r['roam_over_best'], '.4f')} "
                      f"| {_ratio(r['roam'], r['tvm_default'])} | {_ratio(r['roam'], r['pytorch'])} "
                      f"| {'-' if r['plan_seconds'] is None else format(r['plan_seconds'], '.1f')} "
                      f"| {r['valid']} | {bar} |")

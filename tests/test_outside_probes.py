@@ -55,6 +55,17 @@ def test_summary_row_good_report(probes):
     assert at["below_tvm_default"] is True and at["below_pytorch"] is True and at["meets_bar"] is True
 
 
+def test_summary_row_best_bound(probes):
+    """The tightest of cut, pair and set: roam at it is a proved optimum (the bar stays on cut)."""
+    report = _report(tvm=1000, pytorch=900, roam=530, cut=500)
+    report["lower_bounds"]["set"] = 530
+    row = probes.summary_row("dlrm", report)
+    assert row["best_bound"] == 530 and row["roam_over_best"] == 1.0
+    assert row["roam_over_cut"] == pytest.approx(1.06) and row["meets_bar"] is False
+    old = probes.summary_row("dlrm", _report(tvm=1000, pytorch=900, roam=530, cut=500))  # no "set" key
+    assert old["set"] is None and old["best_bound"] == 500
+
+
 def test_summary_row_bad_reports(probes):
     over = probes.summary_row("stn", _report(tvm=1000, pytorch=900, roam=1100, cut=1000))
     assert over["roam_over_cut"] == pytest.approx(1.1)
@@ -87,5 +98,5 @@ def test_summary_files_from_row_files(probes, tmp_path):
     summary = json.loads((tmp_path / "s.json").read_text())
     assert summary["versions"] == {"torch": "x"} and summary["rows"][0]["meets_bar"] is True
     table = (tmp_path / "t.md").read_text()
-    assert "| ncf | embeddings.py | 100 | 1,000 | 900 | 510 | 500 | 1.0200 | 0.510 | 0.567 |" in table
+    assert "| ncf | embeddings.py | 100 | 1,000 | 900 | 510 | 500 | 1.0200 | 1.0200 | 0.510 | 0.567 |" in table
     assert "no: boom" in table
