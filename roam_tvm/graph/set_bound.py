@@ -91,7 +91,7 @@ def first_of_set(g: Graph, ops: list[int], descendants: dict[int, np.ndarray]) -
     return int(best)
 
 
-def set_cut_bound(g: Graph, profile: CutProfile, top: int = 12, grow_from: int = 3,
+def set_cut_bound(g: Graph, profile: CutProfile, top: int = 24, grow_from: int = 3,
                   max_size: int = 6, time_limit: float | None = None) -> int:
     """A lower bound at least ``profile.bound``, from sets of unrelated allocating ops.
 
