@@ -1,4 +1,4 @@
-"""The first-of-set lower bound (roam_tvm/graph/set_bound.py): valid against exhaustive
+"""The first-of-set and ordered-set lower bounds (roam_tvm/graph/set_bound.py): valid against exhaustive
 search, tighter than ``cut`` and the pair bound where an RNN's weight-gradient accumulators
 each want to be created last, and used by the planner to stop at a proved optimum."""
 from __future__ import annotations
@@ -12,16 +12,16 @@ from roam_tvm.graph import GraphBuilder
 from roam_tvm.graph.bounds import _cut_data, cut_profile, pair_cut_bound
 from roam_tvm.graph.model import Graph
 from roam_tvm.graph.random import random_dag, random_training_graph
-from roam_tvm.graph.set_bound import first_of_set, set_cut_bound
+from roam_tvm.graph.set_bound import first_of_set, ordered_set_bound, set_cut_bound
 from roam_tvm.order import exact_order, plan_order
 
 from test_bounds import all_orders
 from test_rnn_order import _gru_step
 
 
-def _descendants(g: Graph) -> dict:
+def _descendants(g: Graph, up: bool = False) -> dict:
     data = _cut_data(g)
-    return {j: breadth_first_order(data.succ, j, directed=True, return_predecessors=False)
+    return {j: breadth_first_order(data.pred if up else data.succ, j, directed=True, return_predecessors=False)
             for j in range(len(g.ops))}
 
 
@@ -39,11 +39,12 @@ def test_every_unrelated_set_bounds_the_optimum_brute_force():
         if len(g.ops) > 10:
             continue
         opt = min(g.peak(o) for o in all_orders(g))
-        desc = _descendants(g)
+        desc, anc = _descendants(g), _descendants(g, up=True)
         for k in (2, 3):
             for ops in combinations(range(len(g.ops)), k):
                 if _unrelated(desc, ops):
-                    assert first_of_set(g, list(ops), desc) <= opt, (seed, ops)
+                    first = first_of_set(g, list(ops), desc)
+                    assert first <= ordered_set_bound(g, list(ops), desc, anc) <= opt, (seed, ops)
         prof = cut_profile(g, full=True)
         bound = set_cut_bound(g, prof, top=len(g.ops))
         assert prof.bound <= bound <= opt, seed
@@ -91,6 +92,8 @@ def test_related_ops_are_refused():
     b = int(desc[a][1])  # a descendant of op 0
     with pytest.raises(ValueError, match="pairwise unrelated"):
         first_of_set(g, [a, b], desc)
+    with pytest.raises(ValueError, match="pairwise unrelated"):
+        ordered_set_bound(g, [a, b], desc, _descendants(g, up=True))
 
 
 def test_planner_proves_the_tiny_gru_optimal():

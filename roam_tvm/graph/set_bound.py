@@ -10,9 +10,13 @@ For ops ``A = {a_1, ..., a_k}``, no two of which are ancestor and descendant,
 every order runs one of them, ``a_i``, before the others, and so before every
 descendant of the others. The live bytes at ``a_i`` are then at least the cut at
 ``a_i`` with those descendants forced after it. The least of these ``k`` cuts is
-a lower bound on the peak of every order (the pair bound,
+a lower bound on the peak of every order (:func:`first_of_set`; the pair bound,
 :func:`~roam_tvm.graph.bounds.pair_cut_bound`, is the two-op case with one more
-constraint, and draws its ops from the largest cuts instead).
+constraint, and draws its ops from the largest cuts instead). Going on: every
+order runs the set in some sequence, and at its ``p``-th op the earlier ones and
+their ancestors have run while the later ones and their descendants have not;
+the least, over sequences, of the largest such cut is a lower bound too
+(:func:`ordered_set_bound`, a dynamic program over the subsets already run).
 
 The sets are drawn from the ops that allocate the most bytes and have few
 descendants, so that they could run late (an RNN's accumulators, not its forward
@@ -31,7 +35,7 @@ from scipy.sparse.csgraph import breadth_first_order
 from .bounds import CutProfile, _cut_data
 from .model import Graph
 
-__all__ = ["allocating_ops", "movable_allocators", "first_of_set", "set_cut_bound"]
+__all__ = ["allocating_ops", "movable_allocators", "first_of_set", "ordered_set_bound", "set_cut_bound"]
 
 
 def allocating_ops(g: Graph, top: int) -> list[int]:
@@ -91,6 +95,45 @@ def first_of_set(g: Graph, ops: list[int], descendants: dict[int, np.ndarray]) -
     return int(best)
 
 
+def ordered_set_bound(g: Graph, ops: list[int], descendants: dict[int, np.ndarray],
+                      ancestors: dict[int, np.ndarray]) -> int:
+    """``min`` over sequences of ``ops`` of the largest cut at each op, with the ops before it
+    (and their ancestors) forced before it and those after it (and their descendants) after.
+
+    ``ops`` must be pairwise unrelated; ``descendants`` and ``ancestors`` include the op
+    itself. At least :func:`first_of_set` of the same ops; ``len(ops) * 2 ** (len(ops) - 1)``
+    min cuts.
+    """
+    for a in ops:
+        for b in ops:
+            if a != b and np.isin(b, descendants[a]):
+                raise ValueError(f"ordered_set_bound: op {b} is a descendant of op {a}; the ops must be "
+                                 "pairwise unrelated")
+    data = _cut_data(g)
+    n = len(g.ops)
+    cuts: dict[tuple[int, frozenset], int] = {}
+    best_rest: dict[frozenset, int] = {frozenset(ops): 0}
+
+    def cut(a: int, done: frozenset) -> int:
+        key = (a, done)
+        if key not in cuts:
+            fixed = np.ones(n, dtype=np.int8)
+            for q in done:
+                fixed[ancestors[q]] = 0
+            for r in ops:
+                if r != a and r not in done:
+                    fixed[descendants[r]] = 2
+            cuts[key] = g.always_live_bytes + data.cut_at(a, None, fixed)[0]
+        return cuts[key]
+
+    def rest(done: frozenset) -> int:  # the least largest cut over sequences of what is left
+        if done not in best_rest:
+            best_rest[done] = min(max(cut(a, done), rest(done | {a})) for a in ops if a not in done)
+        return best_rest[done]
+
+    return int(rest(frozenset()))
+
+
 def set_cut_bound(g: Graph, profile: CutProfile, top: int = 24, grow_from: int = 3,
                   max_size: int = 6, time_limit: float | None = None) -> int:
     """A lower bound at least ``profile.bound``, from sets of unrelated allocating ops.
@@ -122,6 +165,7 @@ def set_cut_bound(g: Graph, profile: CutProfile, top: int = 24, grow_from: int =
         return best
     data = _cut_data(g)
     desc = {j: breadth_first_order(data.succ, j, directed=True, return_predecessors=False) for j in cands}
+    anc = {j: breadth_first_order(data.pred, j, directed=True, return_predecessors=False) for j in cands}
     below = {j: set(desc[j].tolist()) for j in cands}
 
     def unrelated(a: int, b: int) -> bool:
@@ -139,6 +183,7 @@ def set_cut_bound(g: Graph, profile: CutProfile, top: int = 24, grow_from: int =
             pairs.append((v, [a, b]))
             best = max(best, v)
     pairs.sort(key=lambda p: -p[0])
+    grown = []
     for value, chosen in pairs[:grow_from]:
         while len(chosen) < max_size:
             step = None
@@ -155,4 +200,14 @@ def set_cut_bound(g: Graph, profile: CutProfile, top: int = 24, grow_from: int =
             value = step[0]
             chosen = chosen + [step[1]]
             best = max(best, value)
+        grown.append(chosen)
+    # the largest unrelated allocators, greedily, as one more set
+    largest: list[int] = []
+    for c in cands:
+        if len(largest) < max_size and all(unrelated(c, s) for s in largest):
+            largest.append(c)
+    for chosen in grown + ([largest] if len(largest) >= 2 else []):
+        if out_of_time():
+            break
+        best = max(best, ordered_set_bound(g, chosen, desc, anc))
     return best
