@@ -140,7 +140,8 @@ def compare_step(ts, planners: Sequence[str] = ALL_PLANNERS, target: str = "llvm
         elif stage == "bounds":
             g = default_graph
             start = time.perf_counter()
-            report["lower_bounds"] = lower_bounds(g, cut=cut)
+            reached = [r["peak_bytes"] for r in report["planners"].values() if r.get("peak_bytes")]
+            report["lower_bounds"] = lower_bounds(g, cut=cut, reached=min(reached) if reached else None)
             report["bounds_seconds"] = time.perf_counter() - start
             report["tensors"] = len(g.tensors)
             report["planned_ops"] = len(g.ops)

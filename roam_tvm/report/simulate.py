@@ -82,20 +82,23 @@ def scratch_figures(func: relax.Function, mod: tvm.IRModule, scratch: dict[str, 
 PAIR_SECONDS = 30.0
 
 
-def lower_bounds(g: Graph, cut: bool = True) -> dict[str, int]:
+def lower_bounds(g: Graph, cut: bool = True, reached: int | None = None) -> dict[str, int]:
     """The ``order``, ``any``, ``cut``, ``pair`` and ``set`` lower bounds of an unplanned graph.
 
     ``pair`` (:func:`~roam_tvm.graph.bounds.pair_cut_bound`) and ``set``
     (:func:`~roam_tvm.graph.set_bound.set_cut_bound`) are at least ``cut``; they
     are above it where unrelated ops each need the others to run first, as the
-    weight-gradient sums of an unrolled RNN do (two ops, or the first of several).
+    weight-gradient sums of an unrolled RNN do (two ops, or several in sequence).
+    ``set`` is left out when ``reached`` (the least peak a planner reached) is
+    already at ``cut`` or ``pair``: no bound can prove more there.
     """
     out = {"order": g.peak(), "any": any_bound(g)}
     if cut:
         prof = cut_profile(g)
         out["cut"] = prof.bound
         out["pair"] = pair_cut_bound(g, prof, time_limit=PAIR_SECONDS)
-        out["set"] = set_cut_bound(g, prof, time_limit=PAIR_SECONDS)
+        if reached is None or reached > out["pair"]:
+            out["set"] = set_cut_bound(g, prof, time_limit=PAIR_SECONDS)
     return out
 
 
