@@ -20,9 +20,9 @@ from roam_tvm.order.cutrepair import cut_guided_repair
 from test_bounds import all_orders
 
 
-def rnn_unroll(steps: int = 5, small: int = 4, big: int = 64) -> Graph:
-    """Forward over ``steps``, backward through time, then one sum per weight over the steps."""
-    b = GraphBuilder("rnn")
+def rnn_through_time(b: GraphBuilder, steps: int, small: int, big: int) -> tuple[list, list, list]:
+    """Forward over ``steps`` and backward through time: (inputs, states, gate gradients from
+    the last step back)."""
     w = b.tensor(big, "param")
     xs = [b.tensor(small, "input") for _ in range(steps)]
     h = b.tensor(small, "input")
@@ -36,6 +36,13 @@ def rnn_unroll(steps: int = 5, small: int = 4, big: int = 64) -> Graph:
         [dg] = b.op([dh, hh], [small])
         [dh] = b.op([dg, w], [small])
         dgs.append(dg)
+    return xs, hs, dgs
+
+
+def rnn_unroll(steps: int = 5, small: int = 4, big: int = 64) -> Graph:
+    """Forward over ``steps``, backward through time, then one sum per weight over the steps."""
+    b = GraphBuilder("rnn")
+    xs, hs, dgs = rnn_through_time(b, steps, small, big)
     per_step_hh = [b.op([dg, hh], [big])[0] for dg, hh in zip(dgs, reversed(hs))]
     per_step_ih = [b.op([dg, x], [big])[0] for dg, x in zip(dgs, reversed(xs))]
     for parts in (per_step_hh, per_step_ih):

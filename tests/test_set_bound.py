@@ -16,7 +16,7 @@ from roam_tvm.graph.set_bound import first_of_set, ordered_set_bound, set_cut_bo
 from roam_tvm.order import exact_order, plan_order
 
 from test_bounds import all_orders
-from test_rnn_order import _gru_step
+from test_rnn_order import _gru_step, rnn_through_time
 
 
 def _descendants(g: Graph, up: bool = False) -> dict:
@@ -54,19 +54,7 @@ def _rnn_three_sums(steps: int = 4, small: int = 4, big: int = 64) -> Graph:
     """Backward through time, then three weight-gradient sums over the steps, each an
     accumulator created from the first step's gate gradient and added into per step."""
     b = GraphBuilder("rnn3")
-    w = b.tensor(big, "param")
-    xs = [b.tensor(small, "input") for _ in range(steps)]
-    h = b.tensor(small, "input")
-    hs = []
-    for x in xs:
-        [h] = b.op([x, h, w], [small])
-        hs.append(h)
-    [dh] = b.op([h], [1])
-    dgs = []
-    for hh in reversed(hs):
-        [dg] = b.op([dh, hh], [small])
-        [dh] = b.op([dg, w], [small])
-        dgs.append(dg)
+    xs, hs, dgs = rnn_through_time(b, steps, small, big)
     for sources in (hs[::-1], xs[::-1], hs[::-1]):
         [acc] = b.op([dgs[0], sources[0]], [big])
         for dg, src in zip(dgs[1:], sources[1:]):
