@@ -55,17 +55,32 @@ ROWS.update({name: "cnns_more.py" for name in (
     "mobilenetv2", "unet", "fpn", "norms", "adaptive_pool", "unpool", "audio1d", "video3d", "pixelshuffle",
     "label_smoothing", "weighted_ce", "frozen_bn", "bf16_cnn", "channels_last", "alexnet", "cyclegan", "deeplab",
     "activations", "drop_path", "bf16_model", "pools", "frozen_bn_bf16")})
+ROWS.update({name: "kinds_more.py" for name in (
+    "swinv2", "swin_pad", "swin_frozen_embed", "swin_amp", "t5_small", "longt5_local", "longt5_tglobal",
+    "t5_enc_cls", "t5_lora", "llama_tied_mqa", "llama_rope_llama3", "llama_rope_dynamic", "switch", "olmoe",
+    "granitemoe", "deepseek_v3")})
+ROWS.update({name: "kinds_more_nn.py" for name in (
+    "densenet_ckpt", "densenet_bc", "unet_convt_bn", "unet_attention", "unet_odd", "lstm_proj", "lstm3", "gru_bi2",
+    "lstm_lm", "moe_expert_choice")})
+# rows that run a factory of ROWS with extra compare flags: row -> (factory, flags)
+VARIANTS = {"t5_small_bf16amp": ("t5_small", ["--precision", "bf16-amp"]),
+            "t5_small_fp16amp": ("t5_small", ["--precision", "fp16-amp"]),
+            "swin_amp_bf16amp": ("swin_amp", ["--precision", "bf16-amp"]),
+            "swin_amp_fp16amp": ("swin_amp", ["--precision", "fp16-amp"]),
+            "t5_lora_bf16amp": ("t5_lora", ["--precision", "bf16-amp"])}
 CUT_SLACK = 1.02  # the bar: roam within 2% of the cut lower bound
 
 
 def factory_ref(name: str) -> str:
-    """``benchmarks/outside/<file>:<factory>`` for ``roam-tvm compare --model``."""
-    return f"benchmarks/outside/{ROWS[name]}:{name}"
+    """``benchmarks/outside/<file>:<factory>`` for ``roam-tvm compare --model`` (a variant's factory's)."""
+    factory = VARIANTS[name][0] if name in VARIANTS else name
+    return f"benchmarks/outside/{ROWS[factory]}:{factory}"
 
 
 def compare_command(name: str, json_path: str) -> list[str]:
+    flags = VARIANTS[name][1] if name in VARIANTS else []
     return [sys.executable, "-m", "roam_tvm", "compare", "--model", factory_ref(name), "--optimizer", "adam",
-            "--planners", "tvm-default", "pytorch", "roam", "--quiet", "--json", json_path]
+            "--planners", "tvm-default", "pytorch", "roam", *flags, "--quiet", "--json", json_path]
 
 
 def _number(x) -> float | None:
@@ -92,7 +107,8 @@ def summary_row(name: str, report: dict | None, error: str | None = None) -> dic
     elif error is None:
         error = "no compare report"
     valid = (planners.get("roam") or {}).get("valid")
-    row = {"model": name, "file": f"benchmarks/outside/{ROWS.get(name, '?')}", "ops": report.get("ops"),
+    file = ROWS.get(VARIANTS[name][0] if name in VARIANTS else name, "?")
+    row = {"model": name, "file": f"benchmarks/outside/{file}", "ops": report.get("ops"),
            "tvm_default": peaks["tvm-default"], "pytorch": peaks["pytorch"], "roam": roam, "cut": cut,
            "pair": _number(bounds.get("pair")), "set": _number(bounds.get("set")),
            "roam_over_cut": roam / cut if roam and cut else None,
@@ -160,7 +176,7 @@ def run_row(name: str, timeout: float, max_rss_gb: float, out: str) -> dict:
 def write_summary(command: str, out: str, summary: str, table: str) -> list[dict]:
     """Rebuild the summary JSON and Markdown table from every row file in ``out``."""
     rows, versions, machine = [], None, None
-    for name in ROWS:
+    for name in [*ROWS, *VARIANTS]:
         path = os.path.join(out, f"{name}.json")
         if not os.path.exists(path):
             continue
@@ -185,9 +201,9 @@ def main(argv=None) -> int:
     ap.add_argument("--summary", default=SUMMARY)
     ap.add_argument("--table", default=TABLE)
     args = ap.parse_args(argv)
-    unknown = [m for m in args.models if m not in ROWS]
+    unknown = [m for m in args.models if m not in ROWS and m not in VARIANTS]
     if unknown:
-        ap.error(f"unknown row(s) {unknown}; valid: {', '.join(ROWS)}")
+        ap.error(f"unknown row(s) {unknown}; valid: {', '.join([*ROWS, *VARIANTS])}")
     if args.timeout <= 0 or args.max_rss_gb <= 0:
         ap.error("--timeout and --max-rss-gb must be above 0")
     command = "python benchmarks/outside_probes.py " + " ".join(sys.argv[1:] if argv is None else argv)

@@ -132,3 +132,33 @@ def test_lifted_outputs_are_not_held_by_a_tuple_after_lowering():
     assert tuple_vars(forwarded["main"]) == []  # ... which the VM would keep alive to the end
     args = [np.ones((8, 1024), "float32"), np.full(1024, 0.5, "float32")]
     np.testing.assert_array_equal(_run_relax(Broadcast, args), _run_relax(forwarded, args))
+
+
+@T.prim_func(private=True, s_tir=True)
+def matmul_pad(a: T.Buffer((T.int64(12), T.int64(16)), "float32"), b: T.Buffer((T.int64(16), T.int64(8)), "float32"),
+               out: T.Buffer((T.int64(15), T.int64(8)), "float32")):
+    """A product padded with zero rows (LongT5's blocks: 12 -> 15 tokens): the pad writes 3 rows
+    that no point of the product covers."""
+    T.func_attr({"tirx.noalias": True})
+    mm = T.sblock_alloc_buffer((T.int64(12), T.int64(8)))
+    for i, j, k in T.grid(T.int64(12), T.int64(8), T.int64(16)):
+        with T.sblock("matmul"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                mm[vi, vj] = T.float32(0.0)
+            mm[vi, vj] = mm[vi, vj] + a[vi, vk] * b[vk, vj]
+    for i, j in T.grid(T.int64(15), T.int64(8)):
+        with T.sblock("pad"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            out[vi, vj] = T.if_then_else(vi < T.int64(12), mm[vi, vj], T.float32(0.0))
+
+
+def test_padded_epilogue_keeps_its_zero_rows():
+    """Moving the pad under the product's loops would leave rows 12..14 unwritten (whatever the
+    output buffer held): the pad is left where it is, and every row is the unshrunk kernel's."""
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((12, 16)).astype("float32"), rng.standard_normal((16, 8)).astype("float32"),
+              np.full((15, 8), np.nan, "float32")]  # garbage where a row is not written
+    want = _run_prim(matmul_pad, [a.copy() for a in arrays])
+    assert np.all(want[12:] == 0)
+    np.testing.assert_array_equal(_run_prim(shrink_intermediates(matmul_pad), [a.copy() for a in arrays]), want)

@@ -100,3 +100,15 @@ def test_summary_files_from_row_files(probes, tmp_path):
     table = (tmp_path / "t.md").read_text()
     assert "| ncf | embeddings.py | 100 | 1,000 | 900 | 510 | 500 | 1.0200 | 1.0200 | 0.510 | 0.567 |" in table
     assert "no: boom" in table
+
+
+def test_variant_rows_add_their_flags(probes):
+    """A variant row runs its factory's compare with its extra flags (AMP rows: ``--precision``)."""
+    assert set(probes.VARIANTS).isdisjoint(probes.ROWS)
+    for name, (factory, flags) in probes.VARIANTS.items():
+        assert factory in probes.ROWS
+        cmd = probes.compare_command(name, "out.json")
+        assert cmd[cmd.index("--model") + 1] == f"benchmarks/outside/{probes.ROWS[factory]}:{factory}"
+        assert " ".join(flags) in " ".join(cmd)
+    row = probes.summary_row("t5_small_bf16amp", _report(tvm=1000, pytorch=900, roam=510, cut=500))
+    assert row["file"] == "benchmarks/outside/kinds_more.py" and row["model"] == "t5_small_bf16amp"

@@ -7,8 +7,11 @@ from typing import Any, Callable
 
 from .amp import autocast
 from .causal_mask import mask_hint_from_caller
+from .checkpoint_regions import count_checkpoints, warn_checkpoints
 from .errors import FrontendError, TraceError, UnsupportedError
 from .hf_experts import exportable_experts
+from .hf_default_mask import default_encoder_masks
+from .hf_rope import settle_dynamic_rope, static_rope_updates
 from .noop_casts import noop_module_casts
 from .packed_sequence import refuse_packed_sequences
 from .traceable_ops import traceable_functionals
@@ -136,11 +139,13 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
     # one spec per input, then per target; the wrapper takes *args
     ds = (tuple(dynamic_shapes),) if dynamic_shapes is not None else None
     try:
+        settle_dynamic_rope(model, example_inputs)  # dynamic RoPE's update, fixed by the static shapes
         with warnings.catch_warnings(), exportable_experts(model), noop_module_casts(), \
-                mask_hint_from_caller(), traceable_functionals(), refuse_packed_sequences():
+                mask_hint_from_caller(), traceable_functionals(), refuse_packed_sequences(), \
+                static_rope_updates(model), default_encoder_masks(model), count_checkpoints() as ckpts:
             warnings.simplefilter("ignore")
-            return torch.export.export(wrapped, example_inputs + targets, strict=False,
-                                       dynamic_shapes=ds)
+            ep = torch.export.export(wrapped, example_inputs + targets, strict=False,
+                                     dynamic_shapes=ds)
     except FrontendError:
         raise
     except Exception as e:  # noqa: BLE001 - report any tracing failure cleanly
@@ -149,3 +154,5 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
         model.train(was_training)
         if old_cache:
             cfg.use_cache = old_cache
+    warn_checkpoints(ckpts, type(model).__name__)  # traced as the plain forward: no recomputation
+    return ep

@@ -12,7 +12,9 @@ run time as workspace (``TVMBackendAllocWorkspace``), outside any memory plan.
   value is computed more often than before;
 * the consumers of a reduction's intermediate (``matmul`` then ``add``: the tied
   word-embedding gradient) are moved under the reduction's spatial loops, so the
-  full result is never materialised: lowering compacts it to one element.
+  full result is never materialised: lowering compacts it to one element; only
+  when each consumer then still runs over all its points (not a ``pad``, whose
+  zeros no point of the reduction covers).
 
 Every element is still computed by the same operations in the same order, so
 outputs are bit-identical to the unshrunk kernel.
@@ -123,6 +125,7 @@ def _try_epilogue_under(sch: s_tir.Schedule, block_rv) -> s_tir.Schedule | None:
     consumers = sch.get_consumers(block_rv)
     if not prefix or not consumers or not all(_is_spatial(sch.get(c)) for c in consumers):
         return None
+    domains = [_domain(sch.get(c)) for c in consumers]
     trial = sch.copy()
     loop = trial.get_loops(block_rv)[len(prefix) - 1]
     try:
@@ -130,7 +133,26 @@ def _try_epilogue_under(sch: s_tir.Schedule, block_rv) -> s_tir.Schedule | None:
             trial.reverse_compute_at(c, loop, preserve_unit_loops=True)
     except s_tir.ScheduleError:
         return None
+    # reverse_compute_at covers a consumer only where it reads the intermediate: a consumer
+    # that also writes points it computes without it (a pad's zeros) would leave them unwritten
+    if any(d is None or _iterations(trial, c) != d for c, d in zip(consumers, domains)):
+        return None
     return trial
+
+
+def _iterations(sch: s_tir.Schedule, block_rv) -> int | None:
+    """How many times ``block_rv`` runs where it stands (its loops' extents; None if not
+    constant or guarded by a predicate)."""
+    loops = sch.get_loops(block_rv)
+    realize = sch.get(loops[-1]).body if loops else None
+    if not isinstance(realize, s_tir.SBlockRealize) or not realize.block.same_as(sch.get(block_rv)):
+        return None
+    if not (isinstance(realize.predicate, tirx.IntImm) and realize.predicate.value == 1):
+        return None
+    extents = [sch.get(lp).extent for lp in loops]
+    if not all(isinstance(e, tirx.IntImm) for e in extents):
+        return None
+    return reduce(lambda a, b: a * b, (e.value for e in extents), 1)
 
 
 def shrink_intermediates(func: tirx.PrimFunc) -> tirx.PrimFunc:

@@ -189,6 +189,7 @@ def simulate_eager_step(spec, foreach: bool = False) -> Dict[str, Any]:
     """Simulated peak of the eager step (see the module docstring). Works on meta models (GPT2-XL)."""
     from roam_tvm.frontend.causal_mask import mask_hint_from_caller
     from roam_tvm.frontend.hf_experts import exportable_experts
+    from roam_tvm.frontend.hf_rope import static_rope_updates
     from roam_tvm.report.eager_ctc import eager_ctc_sizes
     from roam_tvm.frontend.noop_casts import noop_module_casts
     from roam_tvm.zoo import LossWrapper, torch_optimizer
@@ -213,7 +214,7 @@ def simulate_eager_step(spec, foreach: bool = False) -> Dict[str, Any]:
     # nn.Transformer's check that a mask is causal reads its values, which fake tensors lack: the
     # mask is applied as given (as in the export). CTC runs as its kernel's allocations.
     with fake_mode, rec, exportable_experts(model), noop_module_casts(), mask_hint_from_caller(), \
-            eager_ctc_sizes():
+            eager_ctc_sizes(), static_rope_updates(model):  # its frequencies' values do not matter here
         _run_step(wrapped, args, opt)  # warm-up (not recorded): creates the optimizer states
         persistent_tensors = {
             "params": list(model.parameters()),
