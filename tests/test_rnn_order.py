@@ -13,11 +13,10 @@ import time
 from roam_tvm.graph import GraphBuilder
 from roam_tvm.graph.bounds import cut_bound, cut_profile, pair_cut_bound
 from roam_tvm.graph.model import Graph
-from roam_tvm.graph.random import random_dag, random_training_graph
 from roam_tvm.order import exact_order, plan_order
 from roam_tvm.order.cutrepair import cut_guided_repair
 
-from test_bounds import all_orders
+from test_bounds import all_orders, small_graphs
 
 
 def rnn_through_time(b: GraphBuilder, steps: int, small: int, big: int) -> tuple[list, list, list]:
@@ -54,9 +53,7 @@ def rnn_unroll(steps: int = 5, small: int = 4, big: int = 64) -> Graph:
 
 def test_pair_bound_is_valid_brute_force():
     tighter = 0
-    for seed in range(40):
-        g = random_dag(6 + seed % 3, seed, output_prob=0.2) if seed % 2 else \
-            random_training_graph(9, seed, program="random")
+    for seed, g in enumerate(small_graphs(40)):
         if len(g.ops) > 10:
             continue
         opt = min(g.peak(o) for o in all_orders(g))

@@ -11,11 +11,10 @@ from scipy.sparse.csgraph import breadth_first_order
 from roam_tvm.graph import GraphBuilder
 from roam_tvm.graph.bounds import _cut_data, cut_profile, pair_cut_bound
 from roam_tvm.graph.model import Graph
-from roam_tvm.graph.random import random_dag, random_training_graph
 from roam_tvm.graph.set_bound import first_of_set, ordered_set_bound, set_cut_bound
 from roam_tvm.order import exact_order, plan_order
 
-from test_bounds import all_orders
+from test_bounds import all_orders, small_graphs
 from test_rnn_order import _gru_step, rnn_through_time
 
 
@@ -32,10 +31,7 @@ def _unrelated(desc: dict, ops) -> bool:
 def test_every_unrelated_set_bounds_the_optimum_brute_force():
     """On small random graphs, the first-of-set value of every unrelated set of up to three
     ops is at most the exhaustive optimum, and so is the bound."""
-    tighter = 0
-    for seed in range(30):
-        g = random_dag(6 + seed % 3, seed, output_prob=0.2) if seed % 2 else \
-            random_training_graph(9, seed, program="random")
+    for seed, g in enumerate(small_graphs(30)):
         if len(g.ops) > 10:
             continue
         opt = min(g.peak(o) for o in all_orders(g))
