@@ -54,7 +54,7 @@ from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 from .model import Graph
 
 __all__ = ["order_bound", "any_bound", "cut_bound", "cut_profile", "CutProfile", "op_footprint",
-           "pair_cut_bound"]
+           "forced_cut", "pair_cut_bound"]
 
 _INF = np.int32(2**31 - 1)
 _CAP_LIMIT = 2**29
@@ -385,6 +385,22 @@ def cut_bound(g: Graph, progress: bool = False, orders: Iterable[Sequence[int]] 
     return cut_profile(g, orders, progress=progress, time_limit=time_limit).bound
 
 
+def forced_cut(g: Graph, j: int, before: Iterable[np.ndarray] = (), after: Iterable[np.ndarray] = ()) -> int:
+    """Always-live bytes + the least live bytes at ``j`` over orders that run the ops of each
+    array in ``before`` ahead of ``j`` and those of each array in ``after`` behind it.
+
+    Each ``before`` array must be closed under predecessors and each ``after`` array under
+    successors (an op's ancestors or descendants, itself included). A lower bound on the
+    live bytes at ``j`` in every order that respects them (see :meth:`_CutData.cut_at`).
+    """
+    fixed = np.ones(len(g.ops), dtype=np.int8)
+    for ids in before:
+        fixed[ids] = 0
+    for ids in after:
+        fixed[ids] = 2
+    return g.always_live_bytes + _cut_data(g).cut_at(j, None, fixed)[0]
+
+
 def pair_cut_bound(g: Graph, profile: CutProfile, top: int = 8,
                    time_limit: float | None = None) -> int:
     """A lower bound at least ``profile.bound``, from pairs of ops with the largest cuts.
@@ -424,24 +440,17 @@ def pair_cut_bound(g: Graph, profile: CutProfile, top: int = 8,
     if len(ops) < 2:
         return best
     data = _cut_data(g)
-    n, al = len(g.ops), g.always_live_bytes
     anc = {j: breadth_first_order(data.pred, j, directed=True, return_predecessors=False) for j in ops}
     desc = {j: breadth_first_order(data.succ, j, directed=True, return_predecessors=False) for j in ops}
-
-    def forced(j: int, ids: np.ndarray, side: int) -> int:
-        fixed = np.ones(n, dtype=np.int8)
-        fixed[ids] = side
-        return al + data.cut_at(j, None, fixed)[0]
-
     for i, a in enumerate(ops):
         for b in ops[i + 1:]:
             if time_limit is not None and time.perf_counter() - t0 > time_limit:
                 return best
             if np.isin(b, desc[a]) or np.isin(a, desc[b]):
                 continue  # comparable: the plain cuts already bound both
-            a_first = max(forced(a, desc[b], 2), forced(b, anc[a], 0))
+            a_first = max(forced_cut(g, a, after=[desc[b]]), forced_cut(g, b, before=[anc[a]]))
             if a_first <= best:
                 continue
-            b_first = max(forced(b, desc[a], 2), forced(a, anc[b], 0))
+            b_first = max(forced_cut(g, b, after=[desc[a]]), forced_cut(g, a, before=[anc[b]]))
             best = max(best, min(a_first, b_first))
     return best

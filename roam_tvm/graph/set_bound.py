@@ -32,7 +32,7 @@ from itertools import combinations
 import numpy as np
 from scipy.sparse.csgraph import breadth_first_order
 
-from .bounds import CutProfile, _cut_data
+from .bounds import CutProfile, _cut_data, forced_cut
 from .model import Graph
 
 __all__ = ["allocating_ops", "movable_allocators", "first_of_set", "ordered_set_bound", "set_cut_bound"]
@@ -71,28 +71,22 @@ def movable_allocators(g: Graph, top: int, share: float = 0.1, examined: int = 5
     return [j for j in allocating_ops(g, examined) if _at_most_descendants(succ, j, few)][:top]
 
 
+def _require_unrelated(g: Graph, ops: list[int], descendants: dict[int, np.ndarray]) -> None:
+    for a in ops:
+        for b in ops:
+            if a != b and np.isin(b, descendants[a]):
+                raise ValueError(f"op {b} ({g.ops[b].name}) is a descendant of op {a} ({g.ops[a].name}); "
+                                 "the ops of a set bound must be pairwise unrelated")
+
+
 def first_of_set(g: Graph, ops: list[int], descendants: dict[int, np.ndarray]) -> int:
     """``min_i`` of the cut at ``ops[i]`` with the descendants of the other ops forced after it.
 
     ``ops`` must be pairwise unrelated (neither an ancestor of another); the value,
     always-live bytes included, bounds the peak of every order (module docstring).
     """
-    for a in ops:
-        for b in ops:
-            if a != b and np.isin(b, descendants[a]):
-                raise ValueError(f"first_of_set: op {b} ({g.ops[b].name}) is a descendant of op {a} "
-                                 f"({g.ops[a].name}); the ops must be pairwise unrelated")
-    data = _cut_data(g)
-    n = len(g.ops)
-    best = None
-    for i in ops:
-        fixed = np.ones(n, dtype=np.int8)
-        for j in ops:
-            if j != i:
-                fixed[descendants[j]] = 2
-        value = g.always_live_bytes + data.cut_at(i, None, fixed)[0]
-        best = value if best is None else min(best, value)
-    return int(best)
+    _require_unrelated(g, ops, descendants)
+    return int(min(forced_cut(g, i, after=[descendants[j] for j in ops if j != i]) for i in ops))
 
 
 def ordered_set_bound(g: Graph, ops: list[int], descendants: dict[int, np.ndarray],
@@ -104,27 +98,15 @@ def ordered_set_bound(g: Graph, ops: list[int], descendants: dict[int, np.ndarra
     itself. At least :func:`first_of_set` of the same ops; ``len(ops) * 2 ** (len(ops) - 1)``
     min cuts.
     """
-    for a in ops:
-        for b in ops:
-            if a != b and np.isin(b, descendants[a]):
-                raise ValueError(f"ordered_set_bound: op {b} is a descendant of op {a}; the ops must be "
-                                 "pairwise unrelated")
-    data = _cut_data(g)
-    n = len(g.ops)
+    _require_unrelated(g, ops, descendants)
     cuts: dict[tuple[int, frozenset], int] = {}
     best_rest: dict[frozenset, int] = {frozenset(ops): 0}
 
     def cut(a: int, done: frozenset) -> int:
-        key = (a, done)
-        if key not in cuts:
-            fixed = np.ones(n, dtype=np.int8)
-            for q in done:
-                fixed[ancestors[q]] = 0
-            for r in ops:
-                if r != a and r not in done:
-                    fixed[descendants[r]] = 2
-            cuts[key] = g.always_live_bytes + data.cut_at(a, None, fixed)[0]
-        return cuts[key]
+        if (a, done) not in cuts:
+            cuts[(a, done)] = forced_cut(g, a, before=[ancestors[q] for q in done],
+                                         after=[descendants[r] for r in ops if r != a and r not in done])
+        return cuts[(a, done)]
 
     def rest(done: frozenset) -> int:  # the least largest cut over sequences of what is left
         if done not in best_rest:
