@@ -94,6 +94,12 @@ def watch(cmd: list[str], timeout: float, max_rss: int, log_path: str) -> dict:
             "max_rss_bytes": peak, "returncode": proc.returncode, "stopped": stopped}
 
 
+def best_bound(bounds: dict) -> int | None:
+    """The tightest lower bound a compare report gives (``cut``, ``pair`` or ``set``); roam at
+    it is a proved optimum. None when it gives none."""
+    return max((bounds.get(k) or 0 for k in ("cut", "pair", "set")), default=0) or None
+
+
 def checks(report: dict) -> dict:
     """roam against cut, tvm-default and pytorch, with the figures."""
     peaks = {k: v.get("peak_bytes") for k, v in report.get("planners", {}).items()}
@@ -104,9 +110,7 @@ def checks(report: dict) -> dict:
            "pytorch_method": report.get("planners", {}).get("pytorch", {}).get("method")}
     out["roam_over_cut"] = roam / cut if roam and cut else None
     out["roam_within_1pct_of_cut"] = None if out["roam_over_cut"] is None else out["roam_over_cut"] <= CUT_SLACK
-    # the tightest lower bound reported (cut, pair or set): roam at it is a proved optimum
-    bounds = report.get("lower_bounds", {})
-    best = max((bounds.get(k) or 0 for k in ("cut", "pair", "set")), default=0) or None
+    best = best_bound(report.get("lower_bounds", {}))
     out["best_bound_bytes"] = best
     out["roam_over_best_bound"] = roam / best if roam and best else None
     for key in ("tvm_default", "pytorch"):

@@ -28,7 +28,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # the process watcher is families.py's
-from families import watch  # noqa: E402
+from families import best_bound, watch  # noqa: E402
 
 ROOT = os.path.dirname(HERE)
 RUNS = os.path.join(HERE, "results", "runs", "outside")
@@ -118,8 +118,7 @@ def summary_row(name: str, report: dict | None, error: str | None = None) -> dic
            "valid": valid if isinstance(valid, bool) else None, "error": error}
     row["meets_bar"] = bool(row["valid"] and row["below_tvm_default"] and row["roam_over_cut"] is not None
                             and row["roam_over_cut"] <= CUT_SLACK)
-    # the tightest lower bound reported (cut, pair or set): roam at it is a proved optimum
-    best = max((b for b in (cut, row["pair"], row["set"]) if b), default=None)
+    best = best_bound({"cut": cut, "pair": row["pair"], "set": row["set"]})  # figures as _number reads them
     row["best_bound"] = best
     row["roam_over_best"] = roam / best if roam and best else None
     return row
