@@ -38,7 +38,7 @@ from tvm import relax
 
 from .backward_redo import backward_vars, reads, redo_in_backward
 from .relax_shapes import scalar_value
-from .relax_walk import bindings
+from .relax_walk import VIEW_OPS, bindings, op_name
 
 #: ops a value may be redone with (each elementwise, deterministic)
 _STEPS = frozenset({
@@ -52,12 +52,6 @@ _STEPS = frozenset({
 _READERS = _STEPS | {"relax.zeros_like", "relax.ones_like", "relax.astype"}
 #: at most this many ops redone per value read
 _MAX_OPS = 12
-
-
-def _op(value: relax.Expr) -> str | None:
-    if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
-        return value.op.name
-    return None
 
 
 def _tensor(v: relax.Expr) -> relax.TensorType | None:
@@ -96,7 +90,7 @@ def _roots(func: relax.Function, backward: Set[relax.Var]) -> Dict[relax.Var, re
         if b.var in backward:
             break
         value = b.value
-        if _op(value) not in _STEPS or _tensor(b.var) is None:
+        if op_name(value) not in _STEPS or _tensor(b.var) is None:
             continue
         srcs = [a for a in value.args if isinstance(a, relax.Var)]
         others = [a for a in value.args if not isinstance(a, relax.Var)]
@@ -123,7 +117,7 @@ def _backward_reads(func: relax.Function, backward: Set[relax.Var]) -> Tuple[Set
         if b.var in backward:
             used = reads(b.value)
             read_back |= used
-            if _op(b.value) not in _READERS:
+            if op_name(b.value) not in _READERS:
                 bad |= used
     return read_back, bad
 
@@ -143,14 +137,10 @@ def _to_redo(func: relax.Function, read_back: Set[relax.Var], bad: Set[relax.Var
     return out
 
 
-#: ops whose result is a view of their one tensor operand (keeping it keeps the operand)
-_VIEWS = frozenset({"relax.reshape", "relax.expand_dims", "relax.squeeze", "relax.flatten"})
-
-
 def _with_viewed(func: relax.Function, backward: Set[relax.Var], kept: Set[relax.Var]) -> Set[relax.Var]:
     """``kept`` and the forward tensors a kept view reads (an RNN step's ``h`` is kept as the
     reshaped matrix ``W_hh``'s gradient reads)."""
-    views = [b for b in bindings(func) if b.var not in backward and _op(b.value) in _VIEWS
+    views = [b for b in bindings(func) if b.var not in backward and op_name(b.value) in VIEW_OPS
              and isinstance(b.value.args[0], relax.Var)]
     out = set(kept)
     for b in reversed(views):  # a view of a view: the later binding first
@@ -168,7 +158,7 @@ def _of_kept_operands(func: relax.Function, backward: Set[relax.Var], read_back:
     for b in bindings(func):
         if b.var in backward:
             break
-        if b.var not in read_back or b.var in bad or _op(b.value) not in _STEPS or _tensor(b.var) is None:
+        if b.var not in read_back or b.var in bad or op_name(b.value) not in _STEPS or _tensor(b.var) is None:
             continue
         srcs = [a for a in b.value.args if isinstance(a, relax.Var)]
         others = [a for a in b.value.args if not isinstance(a, relax.Var)]
