@@ -9,6 +9,8 @@ from tvm.script import relax as R
 
 from roam_tvm.frontend.accumulate import AccumulateInPlace, find_accumulations
 
+from test_accumulate import _run
+
 
 @tvm.script.ir_module
 class Tied:
@@ -56,13 +58,6 @@ class TwoProducts:
             s = R.add(q, p)
             R.output(s)
         return s
-
-
-def _run(mod, args):
-    exe = tvm.compile(mod, target="llvm")
-    vm = relax.VirtualMachine(exe, tvm.cpu())
-    out = vm["main"](*[tvm.runtime.tensor(x) for x in args])
-    return out.numpy()
 
 
 def test_the_earlier_product_is_the_accumulator():
