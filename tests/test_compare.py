@@ -99,3 +99,16 @@ def test_failed_pytorch_baseline_keeps_the_plans():
     assert "RuntimeError: Expected all tensors to be on the same device" in row["note"]
     assert report["planners"]["roam"]["valid"] and report["lower_bounds"]["cut"] > 0
     assert "failed" in format_table(report)
+
+
+def test_table_says_the_order_bound_is_for_the_program_order_only():
+    # `order` is the given order's live bytes: a better order goes below it, so it must not read
+    # as a bound on every plan the way `cut` does.
+    from roam_tvm.report.compare import format_table
+
+    mib = 2**20
+    report = {"planners": {"roam": {"peak_bytes": 2 * mib, "plan_seconds": 1.0, "valid": True}},
+              "lower_bounds": {"order": 3 * mib, "cut": 2 * mib}}
+    rows = {line.split()[0]: line for line in format_table(report).splitlines()}
+    assert rows["bound:order"].endswith("least for the program order")
+    assert rows["bound:cut"].endswith("least for any order")

@@ -182,6 +182,13 @@ def _baseline_failed(err: Exception, seconds: float) -> dict:
             "note": f"PyTorch's eager step could not be run: {type(err).__name__}: {first[:300]}"}
 
 
+# What each of ``lower_bounds`` bounds: ``order`` is the program order's live bytes, a floor
+# for laying out that one order only (a better order can go below it).
+BOUND_MEANING = {"order": "least for the program order", "any": "least for any order (loose)",
+                 "cut": "least for any order", "pair": "least for any order",
+                 "set": "least for any order"}
+
+
 def format_table(report: dict) -> str:
     """A fixed-width table: one row per planner, then the lower bounds."""
     mib = 2**20
@@ -196,7 +203,7 @@ def format_table(report: dict) -> str:
                      col(r, "pool_peak_bytes"), col(r, "intermediate_bytes"),
                      col(r, "order_bound_bytes"), f"{r['plan_seconds']:.2f}", valid, r.get("method", "planned")))
     for k, v in report.get("lower_bounds", {}).items():
-        rows.append((f"bound:{k}", f"{v / mib:,.1f}", "", "", "", "", "", "", "", "lower bound"))
+        rows.append((f"bound:{k}", f"{v / mib:,.1f}", "", "", "", "", "", "", "", BOUND_MEANING.get(k, "lower bound")))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
     lines.insert(1, "-" * len(lines[0]))
