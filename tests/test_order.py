@@ -229,15 +229,15 @@ def test_repeated_blocks_parallel_same_answer():
 
 def test_repeat_cache_collision_is_harmless():
     # a cached order is re-checked against each window before it is used
-    import roam_tvm.order.planner as planner
+    import roam_tvm.order.refine as refine
 
     g = repeated_blocks(4)
-    real = planner.piece_key
+    real = refine.piece_key
     try:
-        planner.piece_key = lambda pc: "same"  # every window collides
+        refine.piece_key = lambda pc: "same"  # every window collides
         res = plan_order(g, heuristics=["program"], jobs=1, progress=False)
     finally:
-        planner.piece_key = real
+        refine.piece_key = real
     g.check_order(res.order)
     assert res.peak <= g.peak()
 
