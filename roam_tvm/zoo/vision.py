@@ -63,16 +63,20 @@ class BasicBlock(nn.Module):
         return self.relu(y + idt)
 
 
+def _resnet_stem(width: int, small_stem: bool) -> nn.Sequential:
+    """ImageNet stem (7x7 stride 2, max-pool) or CIFAR stem (3x3 stride 1, no pool)."""
+    if small_stem:
+        return nn.Sequential(nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
+    return nn.Sequential(nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+                         nn.MaxPool2d(3, 2, 1))
+
+
 class ResNet18(nn.Module):
     """ResNet-18 (basic blocks 2-2-2-2). ``small_stem`` uses a 3x3 stride-1 stem without max-pool (CIFAR style)."""
 
     def __init__(self, num_classes: int = 1000, width: int = 64, small_stem: bool = False):
         super().__init__()
-        if small_stem:
-            self.stem = nn.Sequential(nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
-        else:
-            self.stem = nn.Sequential(nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
-                                      nn.MaxPool2d(3, 2, 1))
+        self.stem = _resnet_stem(width, small_stem)
         blocks = []
         cin = width
         for i, cout in enumerate([width, 2 * width, 4 * width, 8 * width]):
@@ -117,11 +121,7 @@ class ResNet50(nn.Module):
 
     def __init__(self, num_classes: int = 1000, width: int = 64, small_stem: bool = False):
         super().__init__()
-        if small_stem:
-            self.stem = nn.Sequential(nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
-        else:
-            self.stem = nn.Sequential(nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
-                                      nn.MaxPool2d(3, 2, 1))
+        self.stem = _resnet_stem(width, small_stem)
         blocks = []
         cin = width
         for i, (n, mid) in enumerate(zip([3, 4, 6, 3], [width, 2 * width, 4 * width, 8 * width])):
