@@ -31,7 +31,9 @@ Pipeline
 4. Budget: everything (heuristics, bound, passes) runs within
    ``total_time_limit``; no piece is started after the deadline and each piece's
    limit is cut to the time left. Planning stops as soon as the peak equals the
-   bound.
+   bound, or is proved optimal another way: reached inside a whole segment (the
+   ops between two fixed-position ops) that a pass solved exactly
+   (``report["segment_optimum"]``).
 5. Guarantees: the result passes ``g.check_order`` and its peak is never above
    program order's (else program order is returned).
 """
@@ -47,7 +49,7 @@ from ..graph.set_bound import set_cut_bound
 from ..graph.model import Graph, GraphError
 from .cutrepair import cut_guided_repair
 from .heuristics import HEURISTICS, best_heuristic, heuristic_orders
-from .refine import refine_pass
+from .refine import peak_segment, peak_segment_proved, refine_pass
 from .result import OrderResult
 from .segments import fixed_positions
 from .updates import DEFAULT_DELAY_RADIUS, schedule_updates
@@ -56,6 +58,11 @@ __all__ = ["plan_order", "OrderResult", "default_total_time_limit"]
 
 #: Fraction of the total budget the cut bound may use.
 BOUND_SHARE = 0.25
+#: Largest segment (ops between fixed-position ops) solved as one window when it holds the peak.
+EXACT_SEGMENT_OPS = 400
+#: CPU seconds the exact DP gets on that segment: below the 2 s a MIP needs to be worth
+#: building, so none is started after it, and CPU time keeps the outcome independent of load.
+EXACT_SEGMENT_SECONDS = 1.9
 
 
 def default_total_time_limit(n_ops: int, time_limit: float) -> float:
@@ -233,16 +240,14 @@ def plan_order(g: Graph, time_limit: float = 10.0, node_budget: int = 100,
     proved: set[tuple[int, int]] = set()  # windows whose current order is their optimum
     try:
         fixed = fixed_positions(g) if peak > lb else []
-        for p in range(passes):
-            if stopped:
-                break
-            if time.perf_counter() >= deadline:
-                stopped = "time budget"
-                report["budget"]["deadline_hit"] = True
-                break
+
+        def run_pass(p: int, window_ops: int, shift: int, piece_seconds: float) -> str | None:
+            """One refinement pass; the reason to stop after it, if any."""
+            nonlocal order, peak, pool
             new, new_peak, info, pool = refine_pass(
-                g, order, peak, lb, fixed, node_budget, (node_budget // 2) * (p % 2), time_limit,
+                g, order, peak, lb, fixed, window_ops, shift, piece_seconds,
                 deadline, jobs, pool, cache, proved, res, progress, p)
+            info["window_ops"] = window_ops
             report["passes"].append(info)
             if info.get("deadline_hit"):
                 report["budget"]["deadline_hit"] = True
@@ -250,11 +255,34 @@ def plan_order(g: Graph, time_limit: float = 10.0, node_budget: int = 100,
             if new_peak <= peak:
                 order, peak = new, new_peak
             if peak <= lb:
-                stopped = "bound reached"
-            elif info.get("deadline_hit"):
+                return "bound reached"
+            if peak_segment_proved(g, order, fixed, proved):
+                # the peak's whole segment was solved exactly: no order goes lower
+                report["segment_optimum"] = peak
+                return "segment optimum"
+            if info.get("deadline_hit"):
+                return "time budget"
+            if not improved and p >= 1:
+                return "no improvement"
+            return None
+
+        for p in range(passes):
+            if stopped:
+                break
+            if time.perf_counter() >= deadline:
                 stopped = "time budget"
-            elif not improved and p >= 1:
-                stopped = "no improvement"
+                report["budget"]["deadline_hit"] = True
+                break
+            stopped = run_pass(p, node_budget, (node_budget // 2) * (p % 2), time_limit)
+        # 3b. windows smaller than the peak's segment cannot prove it optimal, nor make the
+        # moves that span it: solve that segment as one window when it is small enough
+        seg = peak_segment(g, order, fixed) if stopped in (None, "no improvement") else None
+        if (seg is not None and node_budget < seg[1] - seg[0] <= EXACT_SEGMENT_OPS
+                and time.perf_counter() < deadline):
+            # a short try: the exact DP settles narrow segments in seconds; on wider ones (an
+            # unrolled RNN) the MIP would spend its whole time limit for nothing, so it gets none
+            stopped = run_pass(len(report["passes"]), seg[1] - seg[0], 0,
+                               min(time_limit, EXACT_SEGMENT_SECONDS)) or stopped
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -273,7 +301,7 @@ def plan_order(g: Graph, time_limit: float = 10.0, node_budget: int = 100,
     res.order, res.peak = order, peak
     res.seconds = time.perf_counter() - t0
     report["peak"] = peak
-    report["optimal_proved"] = peak <= lb
+    report["optimal_proved"] = peak <= lb or peak == report.get("segment_optimum")
     report["stopped"] = stopped or "passes done"
     report["seconds"] = res.seconds
     return res

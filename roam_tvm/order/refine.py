@@ -20,7 +20,7 @@ from .result import OrderResult
 from .segments import segments
 from .tree import center_of, windows
 
-__all__ = ["refine_pass"]
+__all__ = ["refine_pass", "peak_segment", "peak_segment_proved"]
 
 
 def _solve_one(args: tuple[Piece, float, int, float]) -> tuple[list[int], int, str, bool]:
@@ -231,3 +231,28 @@ def refine_pass(g: Graph, order: list[int], peak: int, lb: int, fixed: list[int]
     info["peak"] = new_peak
     info["deadline_hit"] = deadline_hit
     return new, new_peak, info, pool
+
+
+def peak_segment_proved(g: Graph, order: list[int], fixed: list[int], proved: set[tuple[int, int]]) -> bool:
+    """True when ``order``'s peak is provably the least any order of ``g`` can reach.
+
+    The ops between two fixed-position ops are the same in every order, and the bytes live there
+    depend only on how those ops are ordered. So the peak is a lower bound when it is reached at
+    a fixed op, or inside a whole segment whose order a pass solved to its true optimum (a window
+    in ``proved`` spanning the segment).
+    """
+    prof = g.live_profile(order)
+    peak = max(prof, default=0)
+    at_peak = [i for i, v in enumerate(prof) if v == peak]
+    pos_fixed = {order.index(v) for v in fixed} if fixed else set()
+    for lo, hi in segments(g, order, fixed):
+        if (lo, hi) in proved and any(lo <= i < hi for i in at_peak):
+            return True
+    return any(i in pos_fixed for i in at_peak)
+
+
+def peak_segment(g: Graph, order: list[int], fixed: list[int]) -> tuple[int, int] | None:
+    """The segment ``[lo, hi)`` holding ``order``'s first peak position (None: it is a fixed op)."""
+    prof = g.live_profile(order)
+    at = prof.index(max(prof)) if prof else -1
+    return next(((lo, hi) for lo, hi in segments(g, order, fixed) if lo <= at < hi), None)

@@ -57,6 +57,8 @@ class OrderResult:
                 s += f", {key} bound {tighter / mib:.1f} MiB"
         s += (f", {self.pieces} pieces ({self.optimal} optimal, {self.time_limited} time-limited, "
               f"{self.fallback} fallback, {self.reused} reused), {self.seconds:.1f} s")
+        if self.report.get("optimal_proved"):
+            s += ", proved optimal"
         stop = self.report.get("stopped")
         if stop:
             s += f" [{stop}]"

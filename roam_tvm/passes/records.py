@@ -21,6 +21,7 @@ class OrderRecord:
     peak_before: int = 0
     peak_after: int = 0
     cut_bound: int | None = None
+    optimal_proved: bool = False  # no order of the function's graph peaks lower (perfect packing)
     seconds: float = 0.0
     summary: str = ""
     order: list[int] = field(default_factory=list)

@@ -115,7 +115,9 @@ class RoamOrder:
             order, after, status = list(range(len(g.ops))), before, "kept program order (no gain)"
         rec = OrderRecord(function=g.name, status=status, ops=len(g.ops), pieces=result.pieces,
                           optimal=result.optimal, time_limited=result.time_limited, fallback=result.fallback,
-                          peak_before=before, peak_after=after, seconds=time.perf_counter() - start,
+                          peak_before=before, peak_after=after, cut_bound=result.report.get("cut_bound"),
+                          optimal_proved=bool(result.report.get("optimal_proved")) and after == result.peak,
+                          seconds=time.perf_counter() - start,
                           summary=result.summary() if hasattr(result, "summary") else "", order=order)
         return order, rec
 
