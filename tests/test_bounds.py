@@ -85,3 +85,19 @@ def test_cut_bound_fast_on_large_graph():
 def test_empty_graph():
     g = GraphBuilder("e").build()
     assert cut_bound(g) == any_bound(g) == 0
+
+
+def test_largest_cuts_are_exact_under_a_pruned_profile():
+    # A pruned profile knows most ops only by their live bytes in some order; the pair bound
+    # must pair the ops with the largest *cuts* (a real CNN's pair bound was missed this way).
+    from roam_tvm.graph.bounds import CutProfile, largest_cuts
+
+    for seed in range(20):
+        g = random_training_graph(30, seed, program="random")
+        full = cut_profile(g, full=True)
+        want = sorted(full.cut.values(), reverse=True)[:4]
+        pruned = cut_profile(g)
+        assert sorted((full.cut[j] for j in largest_cuts(g, pruned, 4)), reverse=True) == want, seed
+        # an upper bound far above every cut ranks nothing by itself
+        inflated = CutProfile(pruned.bound, pruned.argmax, [u + 10**9 for u in pruned.upper], {})
+        assert sorted((full.cut[j] for j in largest_cuts(g, inflated, 4)), reverse=True) == want, seed

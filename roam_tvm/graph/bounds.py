@@ -401,6 +401,36 @@ def forced_cut(g: Graph, j: int, before: Iterable[np.ndarray] = (), after: Itera
     return g.always_live_bytes + _cut_data(g).cut_at(j, None, fixed)[0]
 
 
+def largest_cuts(g: Graph, profile: CutProfile, top: int, data: _CutData | None = None,
+                 deadline: float | None = None) -> list[int]:
+    """The ``top`` ops with the largest cuts, solving the cuts a pruned profile skipped.
+
+    A pruned :func:`cut_profile` knows only an upper bound (the live bytes in an order) for
+    most ops, and those bounds rank ops badly: an op can be live-heavy in every known order
+    yet have a small cut. Ops are taken by their best known value; one known only by its
+    upper bound is solved and put back, until the ``top`` largest are all exact (or
+    ``deadline``, a ``time.perf_counter()`` value, passes: the best known then).
+    """
+    import heapq
+    import time
+
+    data = _cut_data(g) if data is None else data
+    al = g.always_live_bytes
+    exact = dict(profile.cut)
+    heap = [(-exact.get(j, u), j) for j, u in enumerate(profile.upper)]
+    heapq.heapify(heap)
+    out: list[int] = []
+    while heap and len(out) < top:
+        neg, j = heapq.heappop(heap)
+        if j in exact or (deadline is not None and time.perf_counter() > deadline):
+            out.append(j)
+            continue
+        val, _coarse = data.cut_at(j)
+        exact[j] = min(val + al, -neg)
+        heapq.heappush(heap, (-exact[j], j))
+    return out
+
+
 def pair_cut_bound(g: Graph, profile: CutProfile, top: int = 8,
                    time_limit: float | None = None) -> int:
     """A lower bound at least ``profile.bound``, from pairs of ops with the largest cuts.
@@ -435,11 +465,11 @@ def pair_cut_bound(g: Graph, profile: CutProfile, top: int = 8,
 
     t0 = time.perf_counter()
     best = profile.bound
-    known = [profile.cut.get(j, u) for j, u in enumerate(profile.upper)]
-    ops = sorted(range(len(known)), key=lambda j: -known[j])[:top]
+    data = _cut_data(g)
+    deadline = None if time_limit is None else t0 + 0.5 * time_limit
+    ops = largest_cuts(g, profile, top, data, deadline)
     if len(ops) < 2:
         return best
-    data = _cut_data(g)
     anc = {j: breadth_first_order(data.pred, j, directed=True, return_predecessors=False) for j in ops}
     desc = {j: breadth_first_order(data.succ, j, directed=True, return_predecessors=False) for j in ops}
     for i, a in enumerate(ops):
