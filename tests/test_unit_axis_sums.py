@@ -67,3 +67,22 @@ def test_symbolic_shapes_are_left_alone():
 
     after = sums_over_unit_axes_as_reshapes(f)
     assert "collapse_sum_to" in after.script()
+
+
+def test_equal_bindings_are_not_merged():
+    # The norms' gradients spell `gamma * dy` once per use so that each copy fuses into its own
+    # consumer; TVM's rewrite_call would merge them into one full-size tensor.
+    @R.function
+    def f(dy: R.Tensor((1, 4, 8), "float32"), gamma: R.Tensor((4, 1), "float32")):
+        with R.dataflow():
+            a = R.multiply(dy, gamma)
+            b = R.multiply(dy, gamma)
+            s = R.sum(a, axis=[2], keepdims=True)
+            c = R.subtract(b, s)
+            d = R.collapse_sum_to(c, R.shape([4, 8]))
+            R.output(d)
+        return d
+
+    after = sums_over_unit_axes_as_reshapes(f)
+    assert "collapse_sum_to" not in after.script()
+    assert after.script().count("R.multiply(dy, gamma)") == 2

@@ -17,6 +17,7 @@ from .double_transpose import cancel_double_transposes
 from .errors import MissingGradientError
 from .gradient_errors import explain_gradient_failure
 from .norm_grad import share_statistics
+from .per_consumer_terms import merge_identical_bindings, per_consumer_terms
 from .relax_walk import bindings, op_name
 from .stop_gradient import ActiveVars, insert_stop_gradients, remove_stop_gradients
 from .unit_axis_sums import sums_over_unit_axes_as_reshapes
@@ -91,6 +92,9 @@ def differentiate(mod: tvm.IRModule, pvars: list,
     mod = relax.transform.DecomposeOpsForTraining("fwd_adjoint")(mod)
     # a gradient summed over size-1 axes only is passed on as a view, as PyTorch's is
     mod["fwd_adjoint"] = sums_over_unit_axes_as_reshapes(mod["fwd_adjoint"])
+    # autodiff binds many identical expressions: one of each; then the norms' cheap broadcast
+    # terms once per reader, so that each fuses into it instead of being stored
+    mod["fwd_adjoint"] = per_consumer_terms(merge_identical_bindings(mod["fwd_adjoint"]))
     # the norms' gradients read the forward's mean/variance vectors instead of recomputing
     adjoint = share_statistics(mod["fwd_adjoint"])
     # the backward casts a saved low-precision activation again instead of keeping the
