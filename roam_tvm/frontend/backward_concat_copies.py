@@ -12,7 +12,10 @@ are built from, ``dr``, ``dz``, ``dn`` and ``r``, are ``4H``.
 built from the pieces just before it (``backward_redo``, ``shared=False``), so a late reader
 keeps the pieces alive, not a concat. It applies to concats of the backward that share a
 piece with another such concat (GRU's two; an LSTM's one concat of ``[di, df, dg, do]`` has
-no twin and is left alone). A *piece* is what a field of the concat is computed from by
+no twin and is left alone), and only where a reader makes a tensor larger than the concat
+(``W_hh``'s ``3H x H`` gradient from a ``B x 3H`` concat: ``H > B``); with ``H <= B`` holding a
+step's concats is never cheaper than holding the weight-sized sum, every reader runs at once,
+and copies would only add transient tensors. A *piece* is what a field of the concat is computed from by
 elementwise ops and views that nothing else reads (``add(zeros, dr)``, ``r * dn``, reshapes);
 those ops are redone in each copy. Values are identical: the same ops on the same pieces.
 """
@@ -52,6 +55,29 @@ class _Concat:
         self.var, self.top, self.recipe, self.pieces = var, top, recipe, pieces
 
 
+def _nbytes(v: relax.Var) -> int | None:
+    """Bytes of ``v``; None unless a tensor of static shape."""
+    ty = getattr(v, "ty", None)
+    if not isinstance(ty, relax.TensorType) or ty.shape is None:
+        return None
+    n = 1
+    for d in getattr(ty.shape, "values", None) or [None]:
+        if not isinstance(getattr(d, "value", None), int):
+            return None
+        n *= int(d.value)
+    return n * max(1, tvm.runtime.DataType(str(ty.dtype)).bits // 8)
+
+
+def _feeds_larger(top: relax.Var, readers: dict, defs: dict) -> bool:
+    """Some reader of ``top`` makes a tensor larger than it (a weight-sized gradient product).
+
+    Only then can summing that product late, over kept per-step concats, beat holding the
+    product; otherwise every reader runs at once and a concat per reader only adds copies."""
+    size = _nbytes(top)
+    made = [_nbytes(r) for r in readers.get(top, [])]
+    return size is not None and any(m is not None and m > size for m in made)
+
+
 def _walk(var: relax.Var, defs: dict, readers: dict, backward: Set[relax.Var], owner: relax.Var,
           recipe: Set[relax.Var], pieces: Set[relax.Var]) -> None:
     """Sort ``var`` (a field of a concat's tuple) into ``recipe`` (redone per copy: a backward
@@ -76,7 +102,7 @@ def _candidate(b: relax.VarBinding, defs: dict, readers: dict, backward: Set[rel
     while len(readers.get(top, [])) == 1 and op_name(defs.get(readers[top][0])) in VIEW_OPS:
         top = readers[top][0]
         recipe.add(top)
-    if len(readers.get(top, [])) < 2:
+    if len(readers.get(top, [])) < 2 or not _feeds_larger(top, readers, defs):
         return None
     pieces: Set[relax.Var] = set()
     for f in b.value.args[0].fields:
