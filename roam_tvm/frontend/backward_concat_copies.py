@@ -27,7 +27,7 @@ import tvm
 from tvm import relax
 
 from .backward_redo import backward_vars, redo_in_backward
-from .flatten_tuples import _TupleInliner
+from .flatten_tuples import inline_tuple_vars
 from .relax_walk import VIEW_OPS, bindings, op_name
 
 #: ops redone inside each copy (elementwise, deterministic; ``add`` of a zero fill comes from
@@ -93,17 +93,25 @@ def _walk(var: relax.Var, defs: dict, readers: dict, backward: Set[relax.Var], o
     pieces.add(var)
 
 
+def _views(b: relax.VarBinding, defs: dict, readers: dict, backward: Set[relax.Var]) -> List[relax.Var] | None:
+    """``[concat, its views...]`` when ``b`` is a backward concat whose last view is read by two
+    or more bindings, one making a larger tensor (``_feeds_larger``); else None."""
+    if b.var not in backward or op_name(b.value) != "relax.concat":
+        return None
+    chain = [b.var]
+    while len(readers.get(chain[-1], [])) == 1 and op_name(defs.get(readers[chain[-1]][0])) in VIEW_OPS:
+        chain.append(readers[chain[-1]][0])
+    top = chain[-1]
+    return chain if len(readers.get(top, [])) >= 2 and _feeds_larger(top, readers, defs) else None
+
+
 def _candidate(b: relax.VarBinding, defs: dict, readers: dict, backward: Set[relax.Var]) -> _Concat | None:
-    """``b`` as a backward concat of a tuple literal read by two or more bindings (through views)."""
-    if b.var not in backward or op_name(b.value) != "relax.concat" or not isinstance(b.value.args[0], relax.Tuple):
+    """``b`` as a backward concat of a tuple literal worth copying per reader (``_views``),
+    with its recipe and pieces."""
+    chain = _views(b, defs, readers, backward)
+    if chain is None or not isinstance(b.value.args[0], relax.Tuple):
         return None
-    recipe = {b.var}
-    top = b.var
-    while len(readers.get(top, [])) == 1 and op_name(defs.get(readers[top][0])) in VIEW_OPS:
-        top = readers[top][0]
-        recipe.add(top)
-    if len(readers.get(top, [])) < 2 or not _feeds_larger(top, readers, defs):
-        return None
+    recipe, top = set(chain), chain[-1]
     pieces: Set[relax.Var] = set()
     for f in b.value.args[0].fields:
         if not isinstance(f, relax.Var):
@@ -141,8 +149,12 @@ def copy_gate_concats_per_reader(func: relax.Function) -> relax.Function:
     backward = backward_vars(func)
     if not backward:
         return func
+    binds = bindings(func)
+    defs, readers = {b.var: b.value for b in binds}, _readers(func)
+    if sum(_views(b, defs, readers, backward) is not None for b in binds) < 2:
+        return func  # a quick look first: no two concats to pair, so no rewrite of the whole function
     # concat reads its fields from a tuple literal, so a copy can be rebuilt field by field
-    func = relax.analysis.remove_all_unused(_TupleInliner().visit_expr(func))
+    func = relax.analysis.remove_all_unused(inline_tuple_vars(func))
     binds = bindings(func)
     backward = backward_vars(func)
     defs = {b.var: b.value for b in binds}
