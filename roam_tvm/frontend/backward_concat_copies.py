@@ -32,8 +32,7 @@ from .relax_walk import VIEW_OPS, bindings, op_name
 
 #: ops redone inside each copy (elementwise, deterministic; ``add`` of a zero fill comes from
 #: ``split``'s gradient, ``multiply`` is GRU's ``r * dn``, ``astype`` an autocast)
-_REDONE = VIEW_OPS | {"relax.add", "relax.subtract", "relax.multiply", "relax.negative", "relax.astype",
-                      "relax.concat"}
+_REDONE = VIEW_OPS | {"relax.add", "relax.subtract", "relax.multiply", "relax.negative", "relax.astype"}
 #: ops that fill a tensor with one value
 _FILLS = frozenset({"relax.zeros", "relax.ones", "relax.full", "relax.zeros_like", "relax.ones_like",
                     "relax.full_like"})
@@ -83,8 +82,7 @@ def _walk(var: relax.Var, defs: dict, readers: dict, backward: Set[relax.Var], o
     """Sort ``var`` (a field of a concat's tuple) into ``recipe`` (redone per copy: a backward
     elementwise op or view read only by ``owner``) or ``pieces`` (read as it is)."""
     value = defs.get(var)
-    if (var in backward and op_name(value) in _REDONE and op_name(value) != "relax.concat"
-            and readers.get(var, []) == [owner]):
+    if var in backward and op_name(value) in _REDONE and readers.get(var, []) == [owner]:
         recipe.add(var)
         for a in value.args:
             if isinstance(a, relax.Var):
