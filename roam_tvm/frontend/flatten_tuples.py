@@ -55,6 +55,12 @@ class _TupleInliner(relax.PyExprMutator):
         return relax.Tuple(fields)
 
 
+def inline_tuple_vars(func: relax.Function) -> relax.Function:
+    """``func`` whose uses of tuple-literal vars read the literal (the pass below, on one
+    function; the tuple bindings stay until dead-code elimination)."""
+    return _TupleInliner().visit_expr(func)
+
+
 @tvm.transform.module_pass(opt_level=0, name="InlineTupleVars")
 class InlineTupleVars:
     """Uses of a var bound to a tuple literal read the literal (see the module docstring)."""
