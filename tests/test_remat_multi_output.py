@@ -116,3 +116,15 @@ def test_split_floor_is_below_what_single_output_copies_reach():
     d = g.tensors[g.ops[0].outputs[0]].size
     # per layer the floor would hold h, qt, kt, vt (and x) without recomputing the split
     assert floor < planner.unbudgeted_peak - 5 * 2 * d
+
+
+@pytest.mark.parametrize("layers,seed", [(3, 1), (4, 2), (5, 3), (6, 4)])
+def test_one_split_copy_serves_q_k_and_v(layers, seed):
+    # The copy of the split made for q leaves k and v unread; the moves for k and v read them
+    # (held over the copies in between) instead of running the split and its matmul again.
+    g, planner = _planner(layers, seed, False)
+    floor = planner.floor().bytes
+    names = [g.ops[o].name for o in planner.plan(floor).source.values()]
+    splits = sum(n.startswith("split") for n in names)
+    assert splits and sum(n.startswith("tr") for n in names) == 3 * splits
+    assert sum(n.startswith("mm") for n in names) == splits

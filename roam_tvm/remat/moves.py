@@ -111,9 +111,18 @@ class Context:
                 best, best_pos = h, self.pos[h]
         return best
 
+    def spare_output(self, v: int, at: int) -> bool:
+        """``v`` is an output of a copied multi-output kernel and only copies run between that copy
+        and ``at``: read it (held over those copies) rather than run the kernel again (the q/k/v
+        split recomputed for q also serves k and v)."""
+        h = self.producer.get(v)
+        if h is None or self.st.origin_op[h] == h or len(self.st.ops[h].outputs) < 2:
+            return False
+        return all(self.st.origin_op[o] != o for o in self.st.order[self.pos[h]:at])
+
     def rechain(self, v: int, at: int, r: int, chain: int) -> bool:
         """A chained move recomputes version ``v`` (dead at ``at``) rather than reading it."""
-        if not chain or not self.dead_at(v, at):
+        if not chain or not self.dead_at(v, at) or self.spare_output(v, at):
             return False
         # Lean: a small dead input is held, not re-derived from the large tensor it summarises.
         # (a view is as large as its storage)
