@@ -121,7 +121,8 @@ def test_split_floor_is_below_what_single_output_copies_reach():
 @pytest.mark.parametrize("layers,seed", [(3, 1), (4, 2), (5, 3), (6, 4)])
 def test_one_split_copy_serves_q_k_and_v(layers, seed):
     # The copy of the split made for q leaves k and v unread; the moves for k and v read them
-    # (held over the copies in between) instead of running the split and its matmul again.
+    # (held from that copy on, after the peak step they relieve, or over copies only) instead
+    # of running the split and its matmul again.
     g, planner = _planner(layers, seed, False)
     floor = planner.floor().bytes
     names = [g.ops[o].name for o in planner.plan(floor).source.values()]

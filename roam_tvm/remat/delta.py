@@ -95,7 +95,7 @@ def plan_move(ctx: Context, r: int, s: int, chain: int) -> Move | None:
             v = ctx.version(y, at)
             if v is None:
                 return None
-            if ctx.rechain(v, at, r, chain):
+            if ctx.rechain(v, at, r, chain, s):
                 hoistable.append(ctx.later_copy(v, at) is not None)
                 i = recompute(v)
                 if i is None:

@@ -111,18 +111,19 @@ class Context:
                 best, best_pos = h, self.pos[h]
         return best
 
-    def spare_output(self, v: int, at: int) -> bool:
-        """``v`` is an output of a copied multi-output kernel and only copies run between that copy
-        and ``at``: read it (held over those copies) rather than run the kernel again (the q/k/v
-        split recomputed for q also serves k and v)."""
+    def spare_output(self, v: int, at: int, s: int) -> bool:
+        """``v`` is an output of a copied multi-output kernel that runs after step ``s``, or with only
+        copies between it and ``at``: read it (held from that copy on, not across ``s`` nor any
+        original op) rather than run the kernel again (the q/k/v split recomputed for q also serves
+        k and v)."""
         h = self.producer.get(v)
         if h is None or self.st.origin_op[h] == h or len(self.st.ops[h].outputs) < 2:
             return False
-        return all(self.st.origin_op[o] != o for o in self.st.order[self.pos[h]:at])
+        return self.pos[h] > s or all(self.st.origin_op[o] != o for o in self.st.order[self.pos[h]:at])
 
-    def rechain(self, v: int, at: int, r: int, chain: int) -> bool:
+    def rechain(self, v: int, at: int, r: int, chain: int, s: int) -> bool:
         """A chained move recomputes version ``v`` (dead at ``at``) rather than reading it."""
-        if not chain or not self.dead_at(v, at) or self.spare_output(v, at):
+        if not chain or not self.dead_at(v, at) or self.spare_output(v, at, s):
             return False
         # Lean: a small dead input is held, not re-derived from the large tensor it summarises.
         # (a view is as large as its storage)
@@ -214,7 +215,7 @@ def split(ctx: Context, r: int, s: int, costs: list[float], chain: int = 0, hois
                 v = ctx.version(y, at)
                 if v is None:
                     return None
-                if ctx.rechain(v, at, r, chain):
+                if ctx.rechain(v, at, r, chain, s):
                     h = ctx.later_copy(v, at) if hoist else None
                     if h is not None:  # moved up, not made again
                         hoisted.append(h)
