@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--paths", default="all", choices=sorted(PATH_SETS))
     ap.add_argument("--time-limit", type=float, default=None, help="search seconds (default: none)")
     ap.add_argument("--order-time-limit", type=float, default=2.0)
+    ap.add_argument("--budgets", type=int, default=8, help="budgets of the monotone check (floor to unbudgeted)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     from remat import parse_model
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     out["floor"] = {"bytes": fl.bytes, "describe": fl.describe(), "lower_bound_bytes": fl.lower_bound,
                     "truncated": fl.truncated, "overhead": best.states[-1].cost / sum(best.costs),
                     "live_at_peak": live_at_peak(pf.g, best.states[-1], best.lives[-1])}
+    out["monotone"] = monotone(pf, fl.bytes, args.budgets)
     xb = CrossingBound(pf.g, pf.costs, "roofline", pf.inplace)
     out["order_free_bound_time"] = xb.overhead(args.budget)
     out["any_kernel_bound_time"] = xb.overhead(args.budget, "any_kernel")
@@ -98,6 +100,16 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.out, "w") as f:
             json.dump(out, f, indent=1)
     return 0
+
+
+def monotone(pf, floor: int, n: int) -> dict:
+    """Plans at ``n`` budgets from the floor to the unbudgeted peak (the path is grown by now):
+    each peak fits its budget, and a larger budget never costs more recomputation."""
+    budgets = [floor + (pf.unbudgeted_peak - floor) * k // max(1, n - 1) for k in range(n)]
+    plans = [pf.plan(b) for b in budgets]
+    over = [p.overhead for p in plans]
+    return {"budgets": budgets, "overheads": over, "peaks_fit": all(p.peak <= b for p, b in zip(plans, budgets)),
+            "monotone": all(over[k + 1] <= over[k] for k in range(n - 1))}
 
 
 def _pairs(planner) -> dict | None:
@@ -125,6 +137,9 @@ def _print(out: dict) -> None:
               + f" (path {plan['path']}, {plan['plan_seconds']:.0f} s of search)")
         for row in plan["recomputed"][:14]:
             print(f"  {row['seconds'] * 1e3:8.3f} ms {row['copies']:4d} x {row['kernel'][:60]}")
+    mono = out["monotone"]
+    print(f"{len(mono['budgets'])} budgets from the floor to the unbudgeted peak: peaks fit {mono['peaks_fit']}, "
+          f"monotone {mono['monotone']} (overheads " + ", ".join(f"{o:.2%}" for o in mono["overheads"]) + ")")
     print(f"order-free lower bound on the overhead at that budget: {out['order_free_bound_time']:.2%} "
           f"(same kernels), {out['any_kernel_bound_time']:.2%} (any kernel)")
 
