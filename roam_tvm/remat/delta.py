@@ -6,7 +6,9 @@ the op and tensor lists) and recounting its liveness from scratch made
 planning quadratic in practice. A move changes only a few live intervals:
 
 * ``r`` now ends at its last early user;
-* its copy ``r'`` lives from its copy op to the last late user;
+* its copy ``r'`` lives from its copy op to the last late user (the same for
+  the other outputs of a multi-output producer whose late users read the copy;
+  an output nobody reads lives while its copy runs);
 * each version a copy reads lives at least until that copy runs;
 * chain-recomputed values live from their copy to the last copy reading them;
 * the ``k`` copies are inserted at one position, shifting the later steps.
