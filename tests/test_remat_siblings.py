@@ -9,11 +9,13 @@ from roam_tvm.remat import RematPlanner
 
 
 def layer_norm_like():
-    """``x`` (from a two-output op: never recomputed) makes ``a`` (the norm) and ``d`` (x - mean),
-    both read again after a large op; ``x`` itself is dead there."""
+    """``x`` (from an op behind a control dependency: never recomputed) makes ``a`` (the norm)
+    and ``d`` (x - mean), both read again after a large op; ``x`` itself is dead there."""
     b = GraphBuilder("ln")
     h = b.tensor(10, "input")
-    x, stat = b.op([h], [100, 4], name="split")   # two outputs: not a pure op, x is never remade
+    b.op([], [0], name="effect")  # an op with side effects that the split must follow
+    x, stat = b.op([h], [100, 4], name="split")
+    b.ops[-1].after = [0]  # not a pure op: x is never remade
     (a,) = b.op([x, stat], [100], name="norm")
     (d,) = b.op([x, stat], [100], name="centre")
     (z,) = b.op([a], [10], name="matmul")

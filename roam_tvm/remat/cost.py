@@ -37,10 +37,16 @@ COST_MODELS = ("bytes", "flops", "roofline")
 
 
 def op_bytes(g: Graph, op: Op) -> int:
-    """Bytes of the distinct tensors ``op`` reads and writes (0 for a view)."""
+    """Bytes of the distinct storages ``op`` reads and writes (0 for a view).
+
+    A tensor read through a view (a tuple field, a reshape) counts as its
+    storage: the view's own size is 0 in the memory model, but the kernel
+    reads every byte of it.
+    """
     if op.kind == "view":
         return 0
-    seen = dict.fromkeys((*op.inputs, *op.outputs))
+    roots = g.roots
+    seen = dict.fromkeys(roots[t] for t in (*op.inputs, *op.outputs))
     return sum(g.tensors[t].size for t in seen)
 
 

@@ -6,7 +6,9 @@ the op and tensor lists) and recounting its liveness from scratch made
 planning quadratic in practice. A move changes only a few live intervals:
 
 * ``r`` now ends at its last early user;
-* its copy ``r'`` lives from its copy op to the last late user;
+* its copy ``r'`` lives from its copy op to the last late user (the same for
+  the other outputs of a multi-output producer whose late users read the copy;
+  an output nobody reads lives while its copy runs);
 * each version a copy reads lives at least until that copy runs;
 * chain-recomputed values live from their copy to the last copy reading them;
 * the ``k`` copies are inserted at one position, shifting the later steps.
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .inplace import op_saving
-from .moves import Context
+from .moves import Context, late_users, redirected
 
 __all__ = ["Frame", "Move", "plan_move", "move_peak"]
 
@@ -37,15 +39,24 @@ class Move:
     at : int
         Insertion position (the first late user of ``r``).
     src : list of int
-        Op ids copied, in insertion order (compute copies, then view copies).
+        Op ids copied, in insertion order (the chain's copies, then view copies
+        for late readers).
     reads : list of list
-        Per compute copy, what it reads: ``("t", tensor)`` for an existing
-        version, ``("f", j)`` for the output of compute copy ``j``.
+        Per chain copy, what it reads: ``("t", tensor)`` for an existing
+        version, ``("f", i)`` for the value ``vals[i]`` a chain copy makes.
+    vals : list of (int, int, int)
+        The values the chain copies make: (copy index, a tensor of the state
+        standing for it (same origin and size), where its storage is: the
+        index in ``vals`` of the value holding it (itself, or a view's
+        recomputed base), or ``-1 - t`` for a view of the existing tensor ``t``).
+    out_vals : list of list of int
+        Per chain copy, its outputs as indices into ``vals``.
     n_compute : int
-        The first ``n_compute`` entries of ``src`` are compute copies; the last
-        of them makes ``r'``.
-    early_last, late_last : int
-        Last early and last late user position of ``r`` (old positions).
+        The first ``n_compute`` entries of ``src`` are the chain's copies; the
+        last of them makes ``r'``.
+    moved : list of (int, int, int, int)
+        Per root whose late users read the copy (``r``, then its producer's
+        other outputs): (root, value in ``vals``, last early user, last late user).
     """
 
     r: int
@@ -53,8 +64,9 @@ class Move:
     src: list[int]
     reads: list[list[tuple[str, int]]]
     n_compute: int
-    early_last: int
-    late_last: int
+    vals: list[tuple[int, int, int]]
+    out_vals: list[list[int]]
+    moved: list[tuple[int, int, int, int]]
     hoistable: bool = False  # a recomputed dead input has a later copy ``split(hoist=True)`` would move up
 
 
@@ -69,45 +81,65 @@ def plan_move(ctx: Context, r: int, s: int, chain: int) -> Move | None:
     at = late[0]
     src: list[int] = []
     reads: list[list[tuple[str, int]]] = []
-    fresh: dict[int, int] = {}  # origin tensor -> compute copy index
+    vals: list[tuple[int, int, int]] = []
+    out_vals: list[list[int]] = []
+    fresh: dict[int, int] = {}  # origin tensor -> index in vals
     hoistable: list[bool] = []
 
     def recompute(x: int) -> int | None:
         p = st.ops[ctx.producer[x]]
         ins: list[tuple[str, int]] = []
         for y in p.inputs:
-            j = fresh.get(st.origin_t[y])
-            if j is not None:
-                ins.append(("f", j))
+            i = fresh.get(st.origin_t[y])
+            if i is not None:
+                ins.append(("f", i))
                 continue
             v = ctx.version(y, at)
             if v is None:
                 return None
-            if ctx.rechain(v, at, r, chain):
+            if ctx.rechain(v, at, r, chain, s):
                 hoistable.append(ctx.later_copy(v, at) is not None)
-                j = recompute(v)
-                if j is None:
+                i = recompute(v)
+                if i is None:
                     return None
-                ins.append(("f", j))
+                ins.append(("f", i))
             else:
                 ins.append(("t", v))
+        j = len(src)
         src.append(p.id)
         reads.append(ins)
-        fresh[st.origin_t[x]] = len(src) - 1
-        return len(src) - 1
+        outs = []
+        for y in p.outputs:
+            base = len(vals)
+            if p.kind == "view":  # shares the storage of the value it views
+                kind, b = ins[p.inputs.index(st.tensors[y].alias_of)]
+                base = vals[b][2] if kind == "f" else -1 - b
+            vals.append((j, y, base))
+            fresh[st.origin_t[y]] = len(vals) - 1
+            outs.append(len(vals) - 1)
+        out_vals.append(outs)
+        return fresh[st.origin_t[x]]
 
     if recompute(r) is None:
         return None
     n_compute = len(src)
-    src.extend(_early_views(ctx, r, s, late))
-    return Move(r, at, src, reads, n_compute, early[-1], late[-1], any(hoistable))
+    roots = redirected(ctx, r)
+    moved = []
+    for o in roots:
+        us = lv.users.get(o, [])
+        lates = [i for i in us if i >= at]
+        if lates:
+            moved.append((o, fresh[st.origin_t[o]], max(i for i in us if i < at), lates[-1]))
+    src.extend(_early_views(ctx, roots, at))
+    return Move(r, at, src, reads, n_compute, vals, out_vals, moved, any(hoistable))
 
 
-def _early_views(ctx: Context, r: int, s: int, late: list[int]) -> list[int]:
-    """View ops before ``s`` whose outputs late users reach: :func:`split` copies them."""
+def _early_views(ctx: Context, roots: list[int], at: int) -> list[int]:
+    """View ops before ``at`` whose outputs late users reach: :func:`split` copies them."""
     st, lv = ctx.st, ctx.lv
     out: list[int] = []
-    seen: set[int] = {r}
+    seen: set[int] = set(roots)
+    mapped = set(roots)
 
     def visit(x: int) -> None:
         # Same traversal as split's ``version_of``: parent first, then the view's other inputs.
@@ -117,18 +149,18 @@ def _early_views(ctx: Context, r: int, s: int, late: list[int]) -> list[int]:
         w = st.ops[ctx.producer[x]]
         visit(st.tensors[x].alias_of)
         for i in w.inputs:
-            if lv.root[i] == r:
+            if lv.root[i] in mapped:
                 visit(i)
-        if ctx.pos[w.id] <= s:
+        if ctx.pos[w.id] < at:
             out.append(w.id)
 
-    for i in late:
+    for i in late_users(ctx, roots, at):
         u = st.ops[st.order[i]]
-        if u.kind == "view" and lv.root[u.outputs[0]] == r:
+        if u.kind == "view" and lv.root[u.outputs[0]] in mapped:
             visit(u.outputs[0])
             continue
         for x in u.inputs:
-            if lv.root[x] == r:
+            if lv.root[x] in mapped:
                 visit(x)
     return out
 
@@ -164,28 +196,34 @@ def move_peak(fr: Frame, mv: Move, base: int) -> tuple[int, int]:
     def new(p: int) -> int:
         return p if p < at else p + k
 
-    r = mv.r
-    # r dies at its last early user.
-    prof[mv.early_last + 1:new(mv.late_last) + 1] -= fr.size[r]
-    # r' from its copy to the last late user.
-    prof[at + mv.n_compute - 1:new(mv.late_last) + 1] += fr.size[r]
-    last_read: dict[int, int] = {}  # fresh copy index -> last copy reading it
+    # each moved root dies at its last early user; its copy lives from the copy to its last late user
+    for o, vi, el, ll in mv.moved:
+        prof[el + 1:new(ll) + 1] -= fr.size[o]
+        prof[at + mv.vals[vi][0]:new(ll) + 1] += fr.size[o]
+    last_read: dict[int, int] = {}  # value holding a storage -> last copy reading it (or a view of it)
     ext: dict[int, int] = {}  # existing root -> last copy position reading it
+
+    def read_existing(t: int, j: int) -> None:
+        w = lv.root[t]
+        if fr.alloc[w]:
+            ext[w] = max(ext.get(w, -1), at + j)
+
     for j, ins_j in enumerate(mv.reads):
         for kind, v in ins_j:
-            if kind == "f":
-                last_read[v] = max(last_read.get(v, j), j)
+            b = v if kind == "f" else -1 - v
+            b = mv.vals[b][2] if b >= 0 else b
+            if b < 0:
+                read_existing(-1 - b, j)
             else:
-                w = lv.root[v]
-                if fr.alloc[w]:
-                    ext[w] = max(ext.get(w, -1), at + j)
+                last_read[b] = max(last_read.get(b, j), j)
     for w, q in ext.items():
         lw = int(fr.last[w])
         if lw < at:  # dead before the copies: extended to the last one reading it
             prof[lw + 1:q + 1] += fr.size[w]
-    for j in range(mv.n_compute - 1):  # chain values (the last compute copy is r')
-        end = last_read.get(j, j)
-        prof[at + j:at + end + 1] += fr.size[ctx.st.ops[mv.src[j]].outputs[0]]
+    moved_vals = {vi for _, vi, _, _ in mv.moved}
+    for i, (j, t, b) in enumerate(mv.vals):  # chain values (views hold no storage of their own)
+        if b == i and i not in moved_vals:
+            prof[at + j:at + last_read.get(i, j) + 1] += fr.size[t]
     if ctx.st.inplace:
         _inplace_delta(fr, mv, prof, ext, last_read, new)
     pk = int(prof.max())
@@ -204,8 +242,9 @@ def _inplace_delta(fr: Frame, mv: Move, prof: np.ndarray, ext: dict[int, int], l
     """
     st, lv = fr.ctx.st, fr.ctx.lv
     model = st.inplace
-    at, r = mv.at, mv.r
+    at = mv.at
     moved = {w: q for w, q in ext.items() if 0 <= fr.last[w] < at}  # root -> new last position (a copy)
+    redirected = {o: (el, ll) for o, _, el, ll in mv.moved}
 
     def elig(t: int) -> bool:
         return bool(model.eligible[st.origin_t[t]])
@@ -213,7 +252,8 @@ def _inplace_delta(fr: Frame, mv: Move, prof: np.ndarray, ext: dict[int, int], l
     def size(t: int) -> int:
         return int(fr.size[t])
 
-    affected = {st.order[mv.early_last], st.order[mv.late_last], *(st.order[fr.last[w]] for w in moved)}
+    affected = {st.order[p] for _, _, el, ll in mv.moved for p in (el, ll)}
+    affected |= {st.order[fr.last[w]] for w in moved}
     for o in affected:
         src = st.origin_op[o]
         if src not in model.positions:
@@ -224,8 +264,9 @@ def _inplace_delta(fr: Frame, mv: Move, prof: np.ndarray, ext: dict[int, int], l
         old, _ = op_saving(cands, lambda x: int(fr.last[x]) == p, size, elig)
 
         def dies(x: int) -> bool:
-            if x == r:
-                return (new(mv.late_last) if p >= at else mv.early_last) == np_
+            if x in redirected:
+                el, ll = redirected[x]
+                return (new(ll) if p >= at else el) == np_
             if x in moved:
                 return moved[x] == np_
             return int(fr.last[x]) == p
@@ -233,19 +274,18 @@ def _inplace_delta(fr: Frame, mv: Move, prof: np.ndarray, ext: dict[int, int], l
         now, _ = op_saving(cands, dies, size, elig)
         prof[np_] += old - now
     for j in range(mv.n_compute):
-        src_op = st.ops[mv.src[j]]
-        src = st.origin_op[src_op.id]
+        src = st.origin_op[mv.src[j]]
         if src not in model.positions:
             continue
-        keys = [("t", v) if kind == "t" else ("f", v) for kind, v in mv.reads[j]]
-        cands = [(keys[k], ("f", j)) for k, m in model.positions[src] if m == 0]
+        keys = list(mv.reads[j])
+        cands = [(keys[k], ("f", mv.out_vals[j][m])) for k, m in model.positions[src]]
 
         def key_t(key) -> int:  # a tensor standing for the key (same origin and size)
-            return key[1] if key[0] == "t" else st.ops[mv.src[key[1]]].outputs[0]
+            return key[1] if key[0] == "t" else mv.vals[key[1]][1]
 
         def dies(key, j=j) -> bool:
             if key[0] == "f":
-                return last_read.get(key[1], key[1]) == j
+                return last_read.get(key[1], mv.vals[key[1]][0]) == j
             w = lv.root[key[1]]
             return w == key[1] and moved.get(w) == at + j
 

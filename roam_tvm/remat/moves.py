@@ -22,8 +22,13 @@ output made again for its batch norm's backward also feeds the ReLU
 recomputed from it just before).
 Views of ``r`` used late are redirected or copied with it (they are free).
 
-Only pure ops are copied: ``kind == "compute"``, a single output, no in-place
-writes, no control dependencies. A copy never reads a storage at a position
+Only pure ops are copied: ``kind == "compute"``, no in-place writes, no
+control dependencies. A kernel with several outputs (GPT-2's q/k/v split) is
+copied whole: every output gets a fresh tensor, and the users of each of its
+outputs that run at or after the insertion point read the copy (an output no
+such user reads lives only while the copy runs, which the peak counts). A
+view of a dead value is recomputed as the same view of the recomputed value
+(a chain through ``q = qkv[0]`` and a reshape). A copy never reads a storage at a position
 after an op has updated it in place (conservative: the copy must see the
 value the forward pass saw).
 """
@@ -36,7 +41,7 @@ import numpy as np
 from ..graph.model import Op
 from .state import Liveness, State, op_edges
 
-__all__ = ["Context", "split", "splittable", "CHAIN_MODES", "LEAN", "LEAN_RATIO"]
+__all__ = ["Context", "split", "splittable", "redirected", "CHAIN_MODES", "LEAN", "LEAN_RATIO"]
 
 #: Chain mode that recomputes only the dead inputs worth it (see the module docstring).
 LEAN = 2
@@ -83,10 +88,13 @@ class Context:
         return best
 
     def dead_at(self, v: int, at: int) -> bool:
-        """``v`` is an unaliased root made by a pure op and nothing uses it at or after ``at``."""
+        """``v`` is an unaliased root made by a pure op and nothing uses it at or after ``at``,
+        or a view (made by a view op reading only its storage) of such a root."""
         t = self.st.tensors[v]
-        if t.kind != "intermediate" or t.alias_of is not None or v not in self.producer:
+        if t.kind != "intermediate" or v not in self.producer:
             return False
+        if t.alias_of is not None:  # recomputed as the same view of its recomputed base
+            return _view_of(self, v) and self.dead_at(t.alias_of, at)
         if not _pure(self.st.ops[self.producer[v]]) or v in self.lv.pinned:
             return False
         ps = self.lv.users.get(v, [])
@@ -103,16 +111,36 @@ class Context:
                 best, best_pos = h, self.pos[h]
         return best
 
-    def rechain(self, v: int, at: int, r: int, chain: int) -> bool:
+    def spare_output(self, v: int, at: int, s: int) -> bool:
+        """``v`` is an output of a copied multi-output kernel that runs after step ``s``, or with only
+        copies between it and ``at``: read it (held from that copy on, not across ``s`` nor any
+        original op) rather than run the kernel again (the q/k/v split recomputed for q also serves
+        k and v)."""
+        h = self.producer.get(v)
+        if h is None or self.st.origin_op[h] == h or len(self.st.ops[h].outputs) < 2:
+            return False
+        return self.pos[h] > s or all(self.st.origin_op[o] != o for o in self.st.order[self.pos[h]:at])
+
+    def rechain(self, v: int, at: int, r: int, chain: int, s: int) -> bool:
         """A chained move recomputes version ``v`` (dead at ``at``) rather than reading it."""
-        if not chain or not self.dead_at(v, at):
+        if not chain or not self.dead_at(v, at) or self.spare_output(v, at, s):
             return False
         # Lean: a small dead input is held, not re-derived from the large tensor it summarises.
-        return chain != LEAN or self.st.tensors[v].size * LEAN_RATIO >= self.st.tensors[r].size
+        # (a view is as large as its storage)
+        return chain != LEAN or self.st.tensors[self.lv.root[v]].size * LEAN_RATIO >= self.st.tensors[r].size
 
 
 def _pure(op: Op) -> bool:
-    return op.kind == "compute" and len(op.outputs) == 1 and not op.inplace and not op.after
+    return op.kind == "compute" and bool(op.outputs) and not op.inplace and not op.after
+
+
+def _view_of(ctx: Context, v: int) -> bool:
+    """``v`` is the one output of a plain view op whose inputs all share ``v``'s base storage."""
+    w = ctx.st.ops[ctx.producer[v]]
+    base = ctx.st.tensors[v].alias_of
+    if w.kind != "view" or w.outputs != [v] or w.inplace or w.after or base not in w.inputs:
+        return False
+    return all(ctx.lv.root[i] == ctx.lv.root[base] for i in w.inputs)
 
 
 def splittable(ctx: Context, r: int) -> bool:
@@ -128,6 +156,18 @@ def splittable(ctx: Context, r: int) -> bool:
         if w is None or w.kind != "view" or len(w.outputs) != 1 or w.inplace:
             return False
     return True
+
+
+def redirected(ctx: Context, r: int) -> list[int]:
+    """``r`` and the other outputs of its producer whose late users a split of ``r`` redirects
+    to the copy (those :func:`splittable` accepts; the copy makes them anyway)."""
+    p = ctx.st.ops[ctx.producer[r]]
+    return [r] + [o for o in p.outputs if o != r and splittable(ctx, o)]
+
+
+def late_users(ctx: Context, roots: list[int], at: int) -> list[int]:
+    """Positions at or after ``at`` of the users of ``roots`` (or of their views), sorted."""
+    return sorted({i for o in roots for i in ctx.lv.users.get(o, []) if i >= at})
 
 
 def split(ctx: Context, r: int, s: int, costs: list[float], chain: int = 0, hoist: bool = False
@@ -175,34 +215,40 @@ def split(ctx: Context, r: int, s: int, costs: list[float], chain: int = 0, hois
                 v = ctx.version(y, at)
                 if v is None:
                     return None
-                if ctx.rechain(v, at, r, chain):
+                if ctx.rechain(v, at, r, chain, s):
                     h = ctx.later_copy(v, at) if hoist else None
                     if h is not None:  # moved up, not made again
                         hoisted.append(h)
-                        v = st.ops[h].outputs[0]
-                        fresh[st.origin_t[v]] = v
+                        for w in st.ops[h].outputs:
+                            fresh[st.origin_t[w]] = w
+                        v = fresh[st.origin_t[v]]
                     else:
                         v = recompute(v)
                     if v is None:
                         return None
             ins.append(v)
-        x2 = new_tensor(x, None)
-        copy_op(p, ins, [x2])
-        fresh[st.origin_t[x]] = x2
-        return x2
+        if p.kind == "view":  # the same view of the recomputed base
+            x2 = new_tensor(x, ins[p.inputs.index(st.tensors[x].alias_of)])
+            outs = [x2]
+        else:  # every output of the kernel is made again
+            outs = [new_tensor(y, None) for y in p.outputs]
+        copy_op(p, ins, outs)
+        for y, y2 in zip(p.outputs, outs):
+            fresh[st.origin_t[y]] = y2
+        return outs[p.outputs.index(x)]
 
-    r2 = recompute(r)
-    if r2 is None:
+    if recompute(r) is None:
         return None
-    mapped: dict[int, int] = {r: r2}
+    moved = redirected(ctx, r)  # r and its producer's other outputs: their late users read the copy
+    mapped: dict[int, int] = {o: fresh[st.origin_t[o]] for o in moved}
 
     def version_of(x: int) -> int:
-        # ``x`` is r or a view of it; late readers get the copy's counterpart.
+        # ``x`` is a moved root or a view of one; late readers get the copy's counterpart.
         if x not in mapped:
             w = st.ops[ctx.producer[x]]
             src = version_of(st.tensors[x].alias_of)
-            ins = [version_of(i) if lv.root[i] == r else i for i in w.inputs]
-            if ctx.pos[w.id] > s:  # a late view is redirected in place
+            ins = [version_of(i) if lv.root[i] in mapped_roots else i for i in w.inputs]
+            if ctx.pos[w.id] >= at:  # a late view is redirected in place
                 ops[w.id] = replace(w, inputs=ins)
                 changed.append(w.id)
                 tensors[x] = replace(st.tensors[x], alias_of=src)
@@ -214,18 +260,20 @@ def split(ctx: Context, r: int, s: int, costs: list[float], chain: int = 0, hois
                 mapped[x] = x2
         return mapped[x]
 
-    for i in late:
+    mapped_roots = set(moved)
+    for i in late_users(ctx, moved, at):
         u = st.ops[st.order[i]]
-        if u.kind == "view" and lv.root[u.outputs[0]] == r:
+        if u.kind == "view" and lv.root[u.outputs[0]] in mapped_roots:
             version_of(u.outputs[0])
             continue
-        ops[u.id] = replace(ops[u.id], inputs=[version_of(x) if lv.root[x] == r else x for x in u.inputs])
+        ops[u.id] = replace(ops[u.id], inputs=[version_of(x) if lv.root[x] in mapped_roots else x
+                                               for x in u.inputs])
         changed.append(u.id)
     order = st.order[:at] + hoisted + new_ops + [o for o in st.order[at:] if o not in hoisted]
     added = sum(costs[origin_op[o]] for o in new_ops)
     keep = ~np.isin(st.edge_op, changed)
     eo, et = [], []
-    for o in (*changed, *new_ops):
+    for o in dict.fromkeys((*changed, *new_ops)):
         for t in op_edges(ops[o]):
             eo.append(o)
             et.append(t)

@@ -84,6 +84,47 @@ def _tensor_vars(rg: RelaxGraph) -> dict[int, relax.Var]:
     return out
 
 
+def _tuple_leaves(rg: RelaxGraph) -> dict[int, tuple[relax.Var, int]]:
+    """Tensor id -> (variable, field) for the fields of flat tuple variables (a multi-output call)."""
+    out = {}
+    for var, ids in rg.var_tensors.items():
+        ty = var.ty
+        if isinstance(ty, relax.TupleType) and len(ids) == len(ty.fields) \
+                and all(isinstance(f, relax.TensorType) for f in ty.fields):
+            for k, t in enumerate(ids):
+                out.setdefault(t, (var, k))
+    return out
+
+
+def _input_map(op_name: str, g0: Graph, pairs, var_of: dict, leaf_of: dict) -> dict:
+    """Variable substitution that makes an op read its plan inputs ``new`` instead of ``old``:
+    a tensor variable for a tensor variable, or a tuple variable for a tuple variable when every
+    field the op reads moves to the same field of the other tuple (a copy of a multi-output call)."""
+    var_map: dict = {}
+    fields: dict = {}  # old tuple var -> {field: new (var, field)}
+    for old, new in pairs:
+        if old == new:
+            if old in leaf_of:
+                fields.setdefault(leaf_of[old][0], {})[leaf_of[old][1]] = leaf_of[old]
+            continue
+        if old in var_of and new in var_of:
+            var_map[var_of[old]] = var_of[new]
+        elif old in leaf_of and new in leaf_of:
+            fields.setdefault(leaf_of[old][0], {})[leaf_of[old][1]] = leaf_of[new]
+        else:
+            raise ExtractError(f"op {op_name!r}: no variable for tensor {g0.tensors[old].name!r}; "
+                               f"cannot recompute through it")
+    for tv, moved in fields.items():
+        targets = {v for v, _ in moved.values()}
+        if targets == {tv}:
+            continue
+        if len(targets) != 1 or any(k != j for k, (_, j) in moved.items()):
+            raise ExtractError(f"op {op_name!r} reads fields of {tv.name} from different copies; "
+                               f"cannot recompute through it")
+        var_map[tv] = targets.pop()
+    return var_map
+
+
 def _inplace_args(rg: RelaxGraph, plan: RematPlan) -> dict[int, list[tuple[int, int]]]:
     """Op id -> (output index, call argument index) of the plan's in-place writes."""
     g0, ops = rg.graph, plan.graph.ops
@@ -110,6 +151,7 @@ def remat_function(rg: RelaxGraph, plan: RematPlan, calls: InplaceCalls | None =
     bi = _single_block(rg)
     block = func.body.blocks[bi]
     var_of = _tensor_vars(rg)
+    leaf_of = _tuple_leaves(rg)
     ops = plan.graph.ops
     inplace = _inplace_args(rg, plan)
     if inplace and calls is None:
@@ -117,13 +159,7 @@ def remat_function(rg: RelaxGraph, plan: RematPlan, calls: InplaceCalls | None =
     bindings = []
     for o in plan.order:
         src = plan.source.get(o, o)
-        var_map = {}
-        for old, new in zip(g0.ops[src].inputs, ops[o].inputs):
-            if old != new:
-                if old not in var_of or new not in var_of:
-                    raise ExtractError(f"op {ops[o].name!r}: no variable for tensor "
-                                       f"{g0.tensors[old].name!r}; cannot recompute through it")
-                var_map[var_of[old]] = var_of[new]
+        var_map = _input_map(ops[o].name, g0, zip(g0.ops[src].inputs, ops[o].inputs), var_of, leaf_of)
         for _, i in rg.op_bindings[src]:
             b = block.bindings[i]
             if not isinstance(b, relax.VarBinding):
@@ -141,6 +177,8 @@ def remat_function(rg: RelaxGraph, plan: RematPlan, calls: InplaceCalls | None =
             for old, new in zip(g0.ops[src].outputs, ops[o].outputs):
                 if old in var_of:
                     var_of[new] = var_map[var_of[old]]
+                elif old in leaf_of and leaf_of[old][0] in var_map:  # a field of the copy's tuple
+                    leaf_of[new] = (var_map[leaf_of[old][0]], leaf_of[old][1])
     if len(bindings) < len(block.bindings):
         raise ExtractError("internal: the recomputation rewrite lost bindings")
     cls = relax.DataflowBlock if isinstance(block, relax.DataflowBlock) else relax.BindingBlock
