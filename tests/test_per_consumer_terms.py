@@ -49,23 +49,48 @@ def test_merge_then_split_is_exact_on_llvm():
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
-def test_instance_norm_backward_plans_smaller_with_the_split(monkeypatch):
+class _ThreeNorms:
+    """InstanceNorm, GroupNorm and LayerNorm over [C, H, W] after convolutions, as CNNs use them."""
+
+    @staticmethod
+    def build(torch):
+        nn = torch.nn
+
+        class Net(nn.Module):
+            def __init__(self, c=16):
+                super().__init__()
+                self.c1, self.n1 = nn.Conv2d(3, c, 3, padding=1), nn.InstanceNorm2d(c, affine=True)
+                self.c2, self.n2 = nn.Conv2d(c, c, 3, 2, 1), nn.GroupNorm(4, c)
+                self.c3, self.n3 = nn.Conv2d(c, c, 3, 2, 1), nn.LayerNorm([c, 8, 8])
+                self.fc = nn.Linear(4 * c, 10)
+
+            def forward(self, x):
+                x = torch.relu(self.n1(self.c1(x)))
+                x = torch.relu(self.n2(self.c2(x)))
+                x = torch.relu(self.n3(self.c3(x)))
+                return self.fc(torch.nn.functional.adaptive_avg_pool2d(x, 2).flatten(1))
+        return Net()
+
+
+def test_norm_backwards_need_less_in_any_order_with_the_split(monkeypatch):
+    # With the terms stored, two of the instance norm's backward kernels each want the other
+    # to run first (the pair bound is 18% above cut); bound once per reader, neither is stored.
     torch = pytest.importorskip("torch")
     import roam_tvm.frontend.autodiff as autodiff
-    from roam_tvm.frontend import SGD, from_torch
+    from roam_tvm.frontend import Adam, from_torch
+    from roam_tvm.graph.bounds import cut_profile, pair_cut_bound
     from roam_tvm.passes import extract_graph
     from roam_tvm.report.simulate import schedule_for
 
-    def peak(split: bool) -> int:
+    def least_peak(split: bool) -> int:
         if not split:
             monkeypatch.setattr(autodiff, "per_consumer_terms", lambda f: f)
         torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.InstanceNorm2d(8, affine=True),
-                                    torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(8 * 16 * 16, 3))
-        ts = from_torch(model, (torch.randn(2, 3, 16, 16),), (torch.tensor([0, 2]),), optimizer=SGD(lr=0.1),
-                        quiet=True)
+        ts = from_torch(_ThreeNorms.build(torch), (torch.randn(2, 3, 32, 32),), (torch.tensor([0, 2]),),
+                        optimizer=Adam(), quiet=True)
         mod = schedule_for(ts.mod, "llvm")
-        return extract_graph(mod[ts.func_name], mod, ts.func_name).graph.peak()
+        g = extract_graph(mod[ts.func_name], mod, ts.func_name).graph
+        return pair_cut_bound(g, cut_profile(g))
 
-    with_split = peak(True)
-    assert with_split < peak(False)
+    with_split = least_peak(True)
+    assert with_split < 0.9 * least_peak(False)
