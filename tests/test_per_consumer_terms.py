@@ -84,7 +84,7 @@ def test_norm_backwards_need_less_in_any_order_with_the_split(monkeypatch):
 
     def least_peak(split: bool) -> int:
         if not split:
-            monkeypatch.setattr(autodiff, "per_consumer_terms", lambda f: f)
+            monkeypatch.setattr(autodiff, "per_consumer_terms", lambda f, after=None: f)
         torch.manual_seed(0)
         ts = from_torch(_ThreeNorms.build(torch), (torch.randn(2, 3, 32, 32),), (torch.tensor([0, 2]),),
                         optimizer=Adam(), quiet=True)
@@ -94,3 +94,10 @@ def test_norm_backwards_need_less_in_any_order_with_the_split(monkeypatch):
 
     with_split = least_peak(True)
     assert with_split < 0.9 * least_peak(False)
+
+
+def test_terms_bound_before_the_loss_are_left_alone():
+    # the forward's `x * gamma` stays one binding: splitting it would compute it once per reader
+    loss_like = next(b.var for b in norm_like.body.blocks[0].bindings if b.var.name == "s1")
+    after = per_consumer_terms(norm_like, after=loss_like)
+    assert after.script().count("R.multiply(dy, gamma)") == 1

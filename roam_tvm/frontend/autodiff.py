@@ -62,6 +62,16 @@ def _gradient(mod: tvm.IRModule, pvars: list) -> tvm.IRModule:
             raise explain_gradient_failure(mod, "fwd", pvars, e) from None
 
 
+def _loss_var(adjoint: relax.Function) -> relax.Var | None:
+    """The loss: the first field of what ``Gradient``'s adjoint returns."""
+    ret = adjoint.body.body
+    defs = {b.var: b.value for block in adjoint.body.blocks for b in block.bindings}
+    while isinstance(ret, relax.Var) and ret in defs:
+        ret = defs[ret]
+    field = ret.fields[0] if isinstance(ret, relax.Tuple) else None
+    return field if isinstance(field, relax.Var) else None
+
+
 def differentiate(mod: tvm.IRModule, pvars: list,
                   progress: Callable[[str], None]) -> relax.Function:
     """The adjoint of ``mod["fwd"]`` w.r.t. ``pvars``, decomposed into primitive ops.
@@ -95,7 +105,8 @@ def differentiate(mod: tvm.IRModule, pvars: list,
     mod["fwd_adjoint"] = sums_over_unit_axes_as_reshapes(mod["fwd_adjoint"])
     # autodiff binds many identical expressions: one of each; then the norms' cheap broadcast
     # terms once per reader, so that each fuses into it instead of being stored
-    mod["fwd_adjoint"] = per_consumer_terms(merge_identical_bindings(mod["fwd_adjoint"]))
+    adjoint = merge_identical_bindings(mod["fwd_adjoint"])
+    mod["fwd_adjoint"] = per_consumer_terms(adjoint, after=_loss_var(adjoint))
     # the norms' gradients read the forward's mean/variance vectors instead of recomputing
     adjoint = share_statistics(mod["fwd_adjoint"])
     # the backward casts a saved low-precision activation again instead of keeping the

@@ -57,7 +57,7 @@ def _replace_arg(value: relax.Call, old: relax.Var, new: relax.Var) -> relax.Cal
     return relax.Call(value.op, args, value.attrs, value.ty_args, value.span, ret_ty=value.ty)
 
 
-def _split_block(block: relax.DataflowBlock) -> relax.DataflowBlock:
+def _split_block(block: relax.DataflowBlock, frozen: set) -> relax.DataflowBlock:
     order = [b.var for b in block.bindings]
     value = {b.var: b.value for b in block.bindings}
     readers: dict = {v: [] for v in order}
@@ -68,7 +68,7 @@ def _split_block(block: relax.DataflowBlock) -> relax.DataflowBlock:
     before: dict = {}  # var -> copies to emit right before its binding
     for v in reversed(order):  # readers first: a copy of a later term is a reader of an earlier one
         users = readers[v]
-        if (len(users) < 2 or not isinstance(v, relax.DataflowVar) or not _is_term(value[v])
+        if (len(users) < 2 or v in frozen or not isinstance(v, relax.DataflowVar) or not _is_term(value[v])
                 or any(op_name(value[u]) not in _FUSING_READERS for u in users)):
             continue
         for k, user in enumerate(users[1:], start=1):
@@ -93,20 +93,29 @@ def _split_block(block: relax.DataflowBlock) -> relax.DataflowBlock:
     return relax.DataflowBlock(out)
 
 
-def per_consumer_terms(func: relax.Function) -> relax.Function:
+def per_consumer_terms(func: relax.Function, after: relax.Var | None = None) -> relax.Function:
     """``func`` with each qualifying term (module docstring) bound once per reader.
 
     Parameters
     ----------
     func : relax.Function
         The adjoint, after autodiff and after identical bindings were merged.
+    after : relax.Var, optional
+        Only terms bound after this variable's binding are split: the loss, so that the
+        forward (a linear layer's bias add read by a norm's statistics) is computed once.
 
     Returns
     -------
     relax.Function
         The same function where nothing qualifies.
     """
-    blocks = [_split_block(b) if isinstance(b, relax.DataflowBlock) else b for b in func.body.blocks]
+    frozen: set = set()
+    if after is not None:
+        for b in (b for block in func.body.blocks for b in block.bindings):
+            frozen.add(b.var)
+            if b.var.same_as(after):
+                break
+    blocks = [_split_block(b, frozen) if isinstance(b, relax.DataflowBlock) else b for b in func.body.blocks]
     body = relax.SeqExpr(blocks, func.body.body)
     out = relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs)
     return relax.transform.Normalize()(tvm.IRModule({"f": out}))["f"]
