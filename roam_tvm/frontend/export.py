@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from typing import Callable
 
 from .amp import autocast
 from .causal_mask import mask_hint_from_caller
@@ -12,42 +12,16 @@ from .errors import FrontendError, TraceError, UnsupportedError
 from .hf_experts import exportable_experts
 from .hf_default_mask import default_encoder_masks
 from .hf_rope import settle_dynamic_rope, static_rope_updates
+from .loss_input import apply_loss, first_output  # noqa: F401 - first_output: callers import it here
 from .noop_casts import noop_module_casts
 from .packed_sequence import refuse_packed_sequences
 from .traceable_ops import traceable_functionals
 
 
-def first_output(out: Any):
-    """The tensor a loss applies to: logits / last hidden state / first element.
-
-    Parameters
-    ----------
-    out : torch.Tensor, ModelOutput, dict, tuple or list
-        What the model returned.
-
-    Returns
-    -------
-    torch.Tensor
-    """
-    import torch
-
-    if isinstance(out, torch.Tensor):
-        return out
-    for key in ("logits", "last_hidden_state"):
-        v = getattr(out, key, None)
-        if isinstance(v, torch.Tensor):
-            return v
-        if isinstance(out, dict) and isinstance(out.get(key), torch.Tensor):
-            return out[key]
-    if isinstance(out, dict):
-        out = list(out.values())
-    if isinstance(out, (tuple, list)) and out:
-        return first_output(out[0])
-    raise UnsupportedError(f"cannot find a tensor in the model output of type {type(out).__name__}")
-
-
 def with_loss(model, n_inputs: int, loss_fn: Callable):
-    """A module whose forward is ``loss_fn(model(*inputs), *targets)``."""
+    """A module whose forward is ``loss_fn(model(*inputs), *targets)``; a named loss (tagged by
+    ``losses.make_loss_fn``) reads the output's first tensor, a user callable the whole output
+    (``loss_input.apply_loss``)."""
     import torch
 
     class _ModelWithLoss(torch.nn.Module):
@@ -57,7 +31,7 @@ def with_loss(model, n_inputs: int, loss_fn: Callable):
 
         def forward(self, *args):
             out = self.model(*args[:n_inputs])
-            return loss_fn(first_output(out), *args[n_inputs:])
+            return apply_loss(loss_fn, out, args[n_inputs:], named=getattr(loss_fn, "named_loss", False))
 
     return _ModelWithLoss()
 
