@@ -256,3 +256,65 @@ def cnn_dict_aux():
     """A CNN returning ``{"logits", "aux_logits"}``, trained on both (aux weight 0.4, as Inception)."""
     g = _gen()
     return _AuxCNN(), (_img(g),), (_cls(g),), _aux_loss
+
+
+# LLaMA as Meta's reference code writes it: complex rotary embeddings
+def _freqs_cis(dim: int, end: int, theta: float = 10000.0):
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: dim // 2].float() / dim))
+    freqs = torch.outer(torch.arange(end, dtype=torch.float32), freqs)
+    return torch.polar(torch.ones_like(freqs), freqs)  # complex64
+
+
+def _rope(xq, xk, freqs_cis):
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+    shape = [d if i in (1, xq_.ndim - 1) else 1 for i, d in enumerate(xq_.shape)]
+    freqs_cis = freqs_cis.view(*shape)
+    return (torch.view_as_real(xq_ * freqs_cis).flatten(3).type_as(xq),
+            torch.view_as_real(xk_ * freqs_cis).flatten(3).type_as(xk))
+
+
+class _MetaBlock(nn.Module):
+    def __init__(self, dim, heads, ffn):
+        super().__init__()
+        self.heads = heads
+        self.wq, self.wk, self.wv, self.wo = (nn.Linear(dim, dim, bias=False) for _ in range(4))
+        self.w1, self.w2, self.w3 = nn.Linear(dim, ffn, bias=False), nn.Linear(ffn, dim, bias=False), \
+            nn.Linear(dim, ffn, bias=False)
+        self.n1, self.n2 = nn.RMSNorm(dim, eps=1e-5), nn.RMSNorm(dim, eps=1e-5)
+
+    def forward(self, x, freqs_cis, mask):
+        b, t, d = x.shape
+        h = self.n1(x)
+        q, k, v = (w(h).view(b, t, self.heads, -1) for w in (self.wq, self.wk, self.wv))
+        q, k = _rope(q, k, freqs_cis)
+        q, k, v = (z.transpose(1, 2) for z in (q, k, v))
+        att = torch.softmax(q @ k.transpose(2, 3) / (d // self.heads) ** 0.5 + mask, -1)
+        x = x + self.wo((att @ v).transpose(1, 2).reshape(b, t, d))
+        h = self.n2(x)
+        return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+
+class _MetaLlama(nn.Module):
+    def __init__(self, vocab=256, dim=64, heads=4, layers=2, ffn=96, max_seq=32):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.layers = nn.ModuleList(_MetaBlock(dim, heads, ffn) for _ in range(layers))
+        self.norm, self.out = nn.RMSNorm(dim, eps=1e-5), nn.Linear(dim, vocab, bias=False)
+        self.dim, self.heads, self.max_seq = dim, heads, max_seq
+
+    def forward(self, ids):
+        t = ids.shape[1]
+        freqs_cis = _freqs_cis(self.dim // self.heads, self.max_seq)[:t]
+        mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
+        h = self.emb(ids)
+        for layer in self.layers:
+            h = layer(h, freqs_cis, mask)
+        return self.out(self.norm(h))
+
+
+def meta_llama():
+    """LLaMA as Meta's reference ``model.py`` writes it (complex RoPE: ``torch.polar``,
+    ``view_as_complex``, ``view_as_real``), 2 layers, dim 64, vocab 256, 2 x 12 tokens."""
+    g = _gen()
+    return _MetaLlama(), (_tokens(g, B, 12, 256),), (_tokens(g, B, 12, 256),)

@@ -7,6 +7,7 @@ from typing import Callable
 
 from .amp import autocast
 from .causal_mask import mask_hint_from_caller
+from .complex_pairs import complex_as_pairs
 from .checkpoint_regions import count_checkpoints, warn_checkpoints
 from .errors import FrontendError, TraceError, UnsupportedError
 from .hf_experts import exportable_experts
@@ -116,7 +117,8 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
         settle_dynamic_rope(model, example_inputs)  # dynamic RoPE's update, fixed by the static shapes
         with warnings.catch_warnings(), exportable_experts(model), noop_module_casts(), \
                 mask_hint_from_caller(), traceable_functionals(), refuse_packed_sequences(), \
-                static_rope_updates(model), default_encoder_masks(model), count_checkpoints() as ckpts:
+                static_rope_updates(model), default_encoder_masks(model), complex_as_pairs(), \
+                count_checkpoints() as ckpts:
             warnings.simplefilter("ignore")
             ep = torch.export.export(wrapped, example_inputs + targets, strict=False,
                                      dynamic_shapes=ds)
