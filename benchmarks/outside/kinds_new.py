@@ -136,7 +136,8 @@ def nllb_moe():
     return _seq2seq("NllbMoeConfig", "NllbMoeForConditionalGeneration", d_model=64, encoder_layers=2,
                     decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=96,
                     decoder_ffn_dim=96, num_experts=4, expert_capacity=8, encoder_sparse_step=2,
-                    decoder_sparse_step=2, router_ignore_padding_tokens=False, dropout=0.0, attention_dropout=0.0,
+                    decoder_sparse_step=2, router_ignore_padding_tokens=False, encoder_layerdrop=0.0,
+                    decoder_layerdrop=0.0, dropout=0.0, attention_dropout=0.0,
                     activation_dropout=0.0, moe_token_dropout=0.0, max_position_embeddings=64, use_cache=False,
                     pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
                     attn_implementation="eager")

@@ -44,8 +44,9 @@ class _PlainDense(nn.Module):
 
 
 class _BufferDense(nn.Module):
-    """The "memory-efficient concat": every layer's features are written into one preallocated buffer
-    (slice assignment) that later layers read a prefix of, instead of a fresh ``torch.cat`` per layer."""
+    """A preallocated-buffer concat: every layer's features are written into one buffer of the block's
+    final width (``slice_scatter``; in-place slice assignment would break PyTorch's own backward, which
+    saved the slices BatchNorm read) and later layers read a prefix of it, instead of ``torch.cat``."""
 
     def __init__(self, cin, growth, layers):
         super().__init__()
@@ -57,10 +58,10 @@ class _BufferDense(nn.Module):
     def forward(self, x):
         b, _, h, w = x.shape
         buf = x.new_zeros(b, self.cin + len(self.layers) * self.growth, h, w)
-        buf[:, :self.cin] = x
+        buf = buf.slice_scatter(x, 1, 0, self.cin)
         c = self.cin
         for layer in self.layers:
-            buf[:, c:c + self.growth] = layer(buf[:, :c])
+            buf = buf.slice_scatter(layer(buf[:, :c]), 1, c, c + self.growth)
             c += self.growth
         return buf
 
@@ -90,7 +91,8 @@ def densenet_dropout():
 
 
 def densenet_buffer():
-    """DenseNet (growth 8, 4+4 layers) whose blocks write into one preallocated buffer, 32x32 images."""
+    """DenseNet (growth 8, 4+4 layers) whose blocks write into one preallocated buffer (``slice_scatter``),
+    32x32 images."""
     g = _gen()
     return _DenseNet(_BufferDense, growth=8, layers=(4, 4)), (_img(g),), (_cls(g),)
 

@@ -69,9 +69,13 @@ def _trace_error(model, e: Exception) -> TraceError:
     msg = str(e).strip().splitlines()
     first = next((ln for ln in msg if ln.strip()), type(e).__name__)
     hint = _DATA_DEPENDENT_HINT if any(k in type(e).__name__ + first for k in _DATA_DEPENDENT) else ""
+    frame = _model_frame(e)
+    if hint and "layerdrop" in frame:  # a random layer skip (NLLB-MoE defaults to 0.05): a branch on a draw
+        hint = (" The forward skips layers at random (LayerDrop): set the config's encoder_layerdrop / "
+                "decoder_layerdrop (or layerdrop) to 0.0 for the import.")
     return TraceError(
         f"torch.export could not trace {type(model).__name__} with its loss: "
-        f"{type(e).__name__}: {first[:400]}{_model_frame(e)}.{hint} Make the forward traceable (no data-dependent "
+        f"{type(e).__name__}: {first[:400]}{frame}.{hint} Make the forward traceable (no data-dependent "
         "Python control flow, no .item()/.numpy() on tensors; for Hugging Face models use "
         "attn_implementation='eager'), or pass a model that torch.export.export accepts.")
 

@@ -9,6 +9,10 @@ gathers each (token, expert) pair's weights and runs one batched matmul: static 
 same function, exportable. :func:`exportable_experts` switches a model to it for the export
 and restores the user's choice afterwards.
 
+DBRX's ``DbrxExperts`` keeps the experts' GLU weights stacked in one ``mlp`` (``w1``, ``v1``, ``w2``:
+``[E * F, H]``) and loops over the experts ``nonzero`` finds too; within :func:`exportable_experts` it runs
+every expert's GLU on every token, weighted by its routing weight (0 where not picked).
+
 Older layers keep their experts in an ``nn.ModuleDict`` (``expert_0`` ... ``expert_{E-1}``,
 Switch Transformers, NLLB-MoE) whose ``forward(hidden_states, mask, weights)`` has no
 switch and always loops over the experts ``nonzero`` finds. Within
@@ -54,6 +58,32 @@ def _dense_forward(experts):
     return forward
 
 
+def _stacked_glu_experts(model) -> list:
+    """DBRX-style experts: ``forward(hidden_states, top_k_index, top_k_weights)`` over an ``mlp`` holding
+    every expert's ``w1`` / ``v1`` / ``w2`` stacked."""
+    return [m for m in model.modules() if type(m).__name__.endswith("Experts")
+            and all(hasattr(getattr(m, "mlp", None), w) for w in ("w1", "v1", "w2"))
+            and isinstance(getattr(m, "num_experts", None), int)]
+
+
+def _dense_glu_forward(experts):
+    import torch
+
+    def forward(hidden_states, top_k_index, top_k_weights):
+        shape, e = hidden_states.shape, experts.num_experts
+        x = hidden_states.reshape(-1, shape[-1])
+        onehot = torch.nn.functional.one_hot(top_k_index.reshape(x.shape[0], -1), e).to(top_k_weights.dtype)
+        w = (onehot * top_k_weights.reshape(x.shape[0], -1, 1)).sum(1)  # [N, E]: 0 where not routed
+        split = (e, -1, shape[-1])
+        w1, v1, w2 = (getattr(experts.mlp, n).view(split) for n in ("w1", "v1", "w2"))
+        out = torch.zeros_like(x)
+        for i in range(e):
+            out = out + experts.mlp(x, w1[i], v1[i], w2[i]) * w[:, i:i + 1].to(x.dtype)
+        return out.view(shape[0], -1, shape[-1])
+
+    return forward
+
+
 def _experts_models(model) -> list:
     """The Hugging Face models inside ``model`` whose config picks an experts implementation."""
     found = []
@@ -77,8 +107,11 @@ def exportable_experts(model) -> Iterator[None]:
     """
     saved = []
     dense = _dict_experts(model)
+    glu = _stacked_glu_experts(model)
     for module in dense:  # an instance attribute shadows the class's forward until deleted
         module.forward = _dense_forward(module)
+    for module in glu:
+        module.forward = _dense_glu_forward(module)
     for hf in _experts_models(model):
         current = hf.config._experts_implementation
         if current != STATIC_IMPLEMENTATION:
@@ -89,5 +122,5 @@ def exportable_experts(model) -> Iterator[None]:
     finally:
         for hf, current in reversed(saved):
             hf.set_experts_implementation(current)
-        for module in dense:
+        for module in (*dense, *glu):
             del module.forward

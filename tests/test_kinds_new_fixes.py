@@ -1,0 +1,90 @@
+"""Fixes found by the kinds_new outside rows (benchmarks/outside/kinds_new.py, kinds_new_nn.py):
+
+* DBRX's stacked-GLU experts run densely for the export (roam_tvm/frontend/hf_experts.py): the same
+  output as its eager nonzero loop; with --runslow, one planned Adam step matches PyTorch's.
+* tensor sizes read from tensor values (JetMoE's ``expert_size.tolist()`` split) are refused before TVM's
+  importer, naming the model's line and the way out (roam_tvm/frontend/data_sizes.py).
+* a random LayerDrop branch (NLLB-MoE's default 0.05) names the config fields to zero (export.py).
+* with --runslow: DeepSeek-V2 (complex RoPE, complex_pairs.py), NLLB-MoE and Meta-style LLaMA steps
+  planned by roam match PyTorch's (test_numerics.compare_step, the zoo's tolerances).
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("tvm")
+
+from torch import nn  # noqa: E402
+
+import test_numerics  # noqa: E402
+from roam_tvm.frontend import Adam, from_torch  # noqa: E402
+from roam_tvm.frontend.errors import TraceError, UnsupportedError  # noqa: E402
+from roam_tvm.frontend.hf_experts import exportable_experts  # noqa: E402
+from roam_tvm.frontend.noop_casts import noop_module_casts  # noqa: E402
+from test_families import _roam_step  # noqa: E402
+from test_outside_hf_more import OUTSIDE, _module  # noqa: E402
+
+HF, NN = os.path.join(OUTSIDE, "kinds_new.py"), os.path.join(OUTSIDE, "kinds_new_nn.py")
+
+
+def test_dbrx_dense_experts_match_the_eager_loop():
+    pytest.importorskip("transformers")
+    model, ins, _ = _module(HF).dbrx()
+    want = model(*ins)
+    with exportable_experts(model):
+        got = model(*ins)
+    assert type(model.hf.transformer.blocks[0].ffn.experts).forward is not None
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert "forward" not in vars(model.hf.transformer.blocks[0].ffn.experts)  # restored
+
+
+class _SplitBySizes(nn.Module):
+    """A token-sorting router: group sizes from ``bincount(...).tolist()``, one linear per group."""
+
+    def __init__(self):
+        super().__init__()
+        self.router, self.experts = nn.Linear(8, 3), nn.ModuleList(nn.Linear(8, 8) for _ in range(3))
+
+    def forward(self, x):
+        pick = self.router(x).argmax(-1)
+        order = pick.argsort()
+        sizes = nn.functional.one_hot(pick, 3).sum(0).tolist()  # as JetMoE's router
+        parts = x[order].split(sizes)
+        return torch.cat([e(p) for e, p in zip(self.experts, parts)]).sum()
+
+
+def test_sizes_from_values_are_refused_with_the_line():
+    with pytest.raises((UnsupportedError, TraceError), match=r"sizes tensors by tensor values.*"
+                                                             r"test_kinds_new_fixes.py.*Way out"):
+        from_torch(_SplitBySizes(), (torch.randn(6, 8),), (), loss=lambda out: out, quiet=True)
+
+
+def test_layerdrop_names_the_config_fields():
+    pytest.importorskip("transformers")
+    import transformers as tf
+
+    conf = tf.NllbMoeConfig(vocab_size=64, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                            decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16, num_experts=2,
+                            encoder_sparse_step=0, decoder_sparse_step=0, encoder_layerdrop=0.05,
+                            max_position_embeddings=16, use_cache=False, attn_implementation="eager")
+    model = _module(os.path.join(OUTSIDE, "hf_more.py")).Seq2SeqLM(tf.NllbMoeForConditionalGeneration(conf))
+    ids = torch.randint(3, 64, (1, 6))
+    with pytest.raises(TraceError, match="LayerDrop.*encoder_layerdrop"):
+        from_torch(model, (ids, ids[:, :4]), (ids[:, :4],), quiet=True)
+
+
+def _check(name, path, monkeypatch):
+    model, inputs, targets = getattr(_module(path), name)()[:3]
+    ts = from_torch(model, inputs, targets, loss="cross_entropy", optimizer=Adam(lr=1e-3), quiet=True)
+    monkeypatch.setattr(test_numerics, "tvm_step", _roam_step)
+    with exportable_experts(model), noop_module_casts():  # torch's step runs the experts as the export
+        test_numerics.compare_step(model, inputs, targets, "cross_entropy", Adam(lr=1e-3), ts=ts)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,path", [("deepseek_v2", HF), ("dbrx", HF), ("nllb_moe", HF), ("meta_llama", NN)])
+def test_kinds_new_step_matches_torch(name, path, monkeypatch):
+    _check(name, path, monkeypatch)
