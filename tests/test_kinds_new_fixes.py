@@ -1,6 +1,6 @@
 """Fixes found by the kinds_new outside rows (benchmarks/outside/kinds_new.py, kinds_new_nn.py):
 
-* DBRX's stacked-GLU experts run densely for the export (roam_tvm/frontend/hf_experts.py): the same
+* DBRX's stacked-GLU experts and NLLB-MoE's ModuleDict experts (which also hold ``token_dropout``) run densely for the export (roam_tvm/frontend/hf_experts.py): the same
   output as its eager nonzero loop; with --runslow, one planned Adam step matches PyTorch's.
 * tensor sizes read from tensor values (JetMoE's ``expert_size.tolist()`` split) are refused before TVM's
   importer, naming the model's line and the way out (roam_tvm/frontend/data_sizes.py).
@@ -39,6 +39,17 @@ def test_dbrx_dense_experts_match_the_eager_loop():
     assert type(model.hf.transformer.blocks[0].ffn.experts).forward is not None
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     assert "forward" not in vars(model.hf.transformer.blocks[0].ffn.experts)  # restored
+
+
+def test_nllb_moe_experts_run_densely():
+    """NLLB-MoE's ModuleDict experts also hold ``token_dropout``: still found, still the eager output."""
+    pytest.importorskip("transformers")
+    model, ins, _ = _module(HF).nllb_moe()
+    want = model(*ins)
+    with exportable_experts(model):
+        assert sum("forward" in vars(m) for m in model.modules()) == 2  # the encoder's and decoder's sparse layer
+        got = model(*ins)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 
 class _SplitBySizes(nn.Module):

@@ -14,7 +14,7 @@ DBRX's ``DbrxExperts`` keeps the experts' GLU weights stacked in one ``mlp`` (``
 every expert's GLU on every token, weighted by its routing weight (0 where not picked).
 
 Older layers keep their experts in an ``nn.ModuleDict`` (``expert_0`` ... ``expert_{E-1}``,
-Switch Transformers, NLLB-MoE) whose ``forward(hidden_states, mask, weights)`` has no
+Switch Transformers, NLLB-MoE, which also holds its ``token_dropout`` there) whose ``forward(hidden_states, mask, weights)`` has no
 switch and always loops over the experts ``nonzero`` finds. Within
 :func:`exportable_experts` such a layer runs every expert on every token and weights each
 output by the routing mask (``mask``: a ``[N, K, E]`` one-hot or ``[N, K]`` expert indices;
@@ -36,23 +36,32 @@ def _dict_experts(model) -> list:
 
     found = []
     for module in model.modules():
-        if isinstance(module, torch.nn.ModuleDict) and type(module).__name__.endswith("Experts") \
-                and len(module) and sorted(module.keys()) == sorted(f"expert_{i}" for i in range(len(module))):
-            found.append(module)
+        if isinstance(module, torch.nn.ModuleDict) and type(module).__name__.endswith("Experts"):
+            keys = sorted(k for k in module.keys() if k.startswith("expert_"))  # NLLB-MoE adds token_dropout
+            if keys and keys == sorted(f"expert_{i}" for i in range(len(keys))):
+                found.append(module)
     return found
+
+
+def _token_dropout(experts, y):
+    """NLLB-MoE's ``moe_token_dropout`` on an expert's output, as its own loop applies it."""
+    p = getattr(experts, "moe_token_dropout", 0.0)
+    if not p:
+        return y
+    return experts.token_dropout(y) if experts.training else y * (1 - p)
 
 
 def _dense_forward(experts):
     import torch
 
     def forward(hidden_states, mask, weights):
-        n, e = hidden_states.shape[0], len(experts)
+        n, e = hidden_states.shape[0], sum(k.startswith("expert_") for k in experts.keys())
         onehot = mask if mask.dim() == 3 else torch.nn.functional.one_hot(mask, e)  # [N, K, E]
         w = (onehot.to(weights.dtype) * weights.reshape(n, -1, 1)).sum(1)             # [N, E]
         out = torch.zeros_like(hidden_states)
         for i in range(e):
-            y = experts[f"expert_{i}"](hidden_states)
-            out = out + (y * w[:, i:i + 1]).to(hidden_states.dtype)
+            y = _token_dropout(experts, experts[f"expert_{i}"](hidden_states) * w[:, i:i + 1])
+            out = out + y.to(hidden_states.dtype)
         return out
 
     return forward
