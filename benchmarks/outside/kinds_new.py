@@ -252,3 +252,36 @@ def qwen2_dict_out():
     """Qwen2 whose forward returns ``{"logits": ...}`` with a loss callable reading ``out["logits"]``."""
     model, ins, tgt = qwen2()
     return _DictOut(model.hf), ins, tgt, _dict_loss
+
+
+# newer decoders
+def gpt_oss():
+    """GPT-OSS (attention sinks, alternating sliding / full layers, clamped SwiGLU experts with biases,
+    top-2 of 4), hidden 64."""
+    return _causal("GptOss", num_local_experts=4, num_experts_per_tok=2, head_dim=16, sliding_window=4,
+                   layer_types=["sliding_attention", "full_attention"], pad_token_id=0, **_LLAMA_LIKE)
+
+
+def glm4_moe():
+    """GLM-4-MoE (layer 1 dense, layer 2 sigmoid-routed top-2 of 4 experts with a shared expert, partial
+    rotary, q/k norms off), hidden 64."""
+    return _causal("Glm4Moe", n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1, n_group=1,
+                   topk_group=1, moe_intermediate_size=32, first_k_dense_replace=1, head_dim=16,
+                   partial_rotary_factor=0.5, pad_token_id=0, **_LLAMA_LIKE)
+
+
+def apertus():
+    """Apertus (xIELU activation with learned parameters, q/k norms, no MLP gate), hidden 64."""
+    return _causal("Apertus", head_dim=16, pad_token_id=0, **_LLAMA_LIKE)
+
+
+def exaone4():
+    """EXAONE-4 (post-norm blocks, q/k norms, hybrid sliding / full layers), hidden 64."""
+    return _causal("Exaone4", head_dim=16, sliding_window=4, layer_types=["sliding_attention", "full_attention"],
+                   pad_token_id=0, **_LLAMA_LIKE)
+
+
+def ernie4_5_moe():
+    """ERNIE-4.5-MoE (top-2 of 4 experts with a shared expert and an expert bias for routing), hidden 64."""
+    return _causal("Ernie4_5_Moe", moe_num_experts=4, moe_k=2, moe_intermediate_size=32,
+                   moe_num_shared_experts=1, moe_layer_start_index=1, head_dim=16, pad_token_id=0, **_LLAMA_LIKE)
