@@ -66,7 +66,7 @@ ROWS.update({name: "kinds_new.py" for name in (
     "qwen2", "mistral_swa", "starcoder2", "nemotron", "glm", "glm4", "helium", "smollm3", "olmo3", "qwen3_moe",
     "phimoe", "jetmoe", "dbrx", "deepseek_v2", "flan_t5", "byt5", "nllb_moe", "maskformer_swin", "donut_swin",
     "qwen2_frozen_body", "swin_frozen_stage1", "t5_frozen_encoder", "qwen2_masked_loss", "helium_model_output",
-    "qwen2_dict_out", "gpt_oss", "glm4_moe", "apertus", "exaone4", "ernie4_5_moe")})
+    "qwen2_dict_out", "gpt_oss", "glm4_moe", "apertus", "exaone4", "ernie4_5_moe", "lfm2")})
 ROWS.update({name: "kinds_new_nn.py" for name in (
     "gru_cell_loop", "lstm_cell_loop2", "lstm_dropout", "gru_nobias", "rnn_packed", "moe_aux_loss", "cnn_dict_aux",
     "densenet_dropout", "densenet_buffer", "meta_llama")})

@@ -27,7 +27,7 @@ SLOW = [(n, HF) for n in ("qwen2", "mistral_swa", "starcoder2", "nemotron", "glm
                           "olmo3", "qwen3_moe", "flan_t5", "byt5", "maskformer_swin", "donut_swin",
                           "qwen2_frozen_body", "swin_frozen_stage1", "t5_frozen_encoder", "qwen2_masked_loss",
                           "helium_model_output", "qwen2_dict_out", "gpt_oss", "glm4_moe", "apertus", "exaone4",
-                          "ernie4_5_moe")] + \
+                          "ernie4_5_moe", "lfm2")] + \
        [(n, NN) for n in ("lstm_cell_loop2", "lstm_dropout", "gru_nobias", "densenet_dropout", "densenet_buffer")]
 # BatchNorm weight gradients near 0 (see test_outside_kinds_more.SGD_ROWS): checked through an SGD step
 SGD_ROWS = {"densenet_dropout", "densenet_buffer", "cnn_dict_aux"}

@@ -285,3 +285,10 @@ def ernie4_5_moe():
     """ERNIE-4.5-MoE (top-2 of 4 experts with a shared expert and an expert bias for routing), hidden 64."""
     return _causal("Ernie4_5_Moe", moe_num_experts=4, moe_k=2, moe_intermediate_size=32,
                    moe_num_shared_experts=1, moe_layer_start_index=1, head_dim=16, pad_token_id=0, **_LLAMA_LIKE)
+
+
+def lfm2():
+    """LFM2 (hybrid: gated short-convolution layers (kernel 3, causal) then a GQA attention layer, q/k norms),
+    hidden 64."""
+    return _causal("Lfm2", layer_types=["conv", "full_attention"], conv_L_cache=3, block_ff_dim=96,
+                   block_auto_adjust_ff_dim=False, pad_token_id=0, **_LLAMA_LIKE)
