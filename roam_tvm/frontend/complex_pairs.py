@@ -70,10 +70,10 @@ class _PairMode:
                     return self._mark(torch.stack([mag * torch.cos(ang), mag * torch.sin(ang)], -1))
                 if func is torch.view_as_complex:
                     return self._mark(args[0].view(args[0].shape))  # a new tensor: the real input stays real
-                if func is torch.view_as_real or func is T.is_complex:
-                    if func is T.is_complex:
-                        return self._is(args[0])
-                    return args[0].view(args[0].shape)
+                if func is torch.view_as_real:
+                    return args[0].view(args[0].shape)  # unmarked: real from here on
+                if func is T.is_complex:
+                    return self._is(args[0])
                 if not any(self._is(a) for a in (*args, *kwargs.values())):
                     return func(*args, **kwargs)
                 return self._pair_op(func, args, kwargs)
