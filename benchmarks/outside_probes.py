@@ -62,12 +62,24 @@ ROWS.update({name: "kinds_more.py" for name in (
 ROWS.update({name: "kinds_more_nn.py" for name in (
     "densenet_ckpt", "densenet_bc", "unet_convt_bn", "unet_attention", "unet_odd", "lstm_proj", "lstm3", "gru_bi2",
     "lstm_lm", "moe_expert_choice")})
+ROWS.update({name: "kinds_new.py" for name in (
+    "qwen2", "mistral_swa", "starcoder2", "nemotron", "glm", "glm4", "helium", "smollm3", "olmo3", "qwen3_moe",
+    "phimoe", "jetmoe", "dbrx", "deepseek_v2", "flan_t5", "byt5", "nllb_moe", "maskformer_swin", "donut_swin",
+    "qwen2_frozen_body", "swin_frozen_stage1", "t5_frozen_encoder", "qwen2_masked_loss", "helium_model_output",
+    "qwen2_dict_out", "gpt_oss", "glm4_moe", "apertus", "exaone4", "ernie4_5_moe", "lfm2")})
+ROWS.update({name: "kinds_new_nn.py" for name in (
+    "gru_cell_loop", "lstm_cell_loop2", "lstm_dropout", "gru_nobias", "rnn_packed", "moe_aux_loss", "cnn_dict_aux",
+    "densenet_dropout", "densenet_buffer", "meta_llama")})
 # rows that run a factory of ROWS with extra compare flags: row -> (factory, flags)
 VARIANTS = {"t5_small_bf16amp": ("t5_small", ["--precision", "bf16-amp"]),
             "t5_small_fp16amp": ("t5_small", ["--precision", "fp16-amp"]),
             "swin_amp_bf16amp": ("swin_amp", ["--precision", "bf16-amp"]),
             "swin_amp_fp16amp": ("swin_amp", ["--precision", "fp16-amp"]),
-            "t5_lora_bf16amp": ("t5_lora", ["--precision", "bf16-amp"])}
+            "t5_lora_bf16amp": ("t5_lora", ["--precision", "bf16-amp"]),
+            "qwen2_bf16amp": ("qwen2", ["--precision", "bf16-amp"]),
+            "qwen2_fp16amp": ("qwen2", ["--precision", "fp16-amp"]),
+            "gru_cell_loop_bf16amp": ("gru_cell_loop", ["--precision", "bf16-amp"]),
+            "flan_t5_bf16amp": ("flan_t5", ["--precision", "bf16-amp"])}
 CUT_SLACK = 1.02  # the bar: roam within 2% of the cut lower bound
 
 

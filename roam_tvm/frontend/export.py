@@ -3,51 +3,26 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from typing import Callable
 
 from .amp import autocast
 from .causal_mask import mask_hint_from_caller
+from .complex_pairs import complex_as_pairs
 from .checkpoint_regions import count_checkpoints, warn_checkpoints
 from .errors import FrontendError, TraceError, UnsupportedError
 from .hf_experts import exportable_experts
 from .hf_default_mask import default_encoder_masks
 from .hf_rope import settle_dynamic_rope, static_rope_updates
+from .loss_input import apply_loss, first_output  # noqa: F401 - first_output: callers import it here
 from .noop_casts import noop_module_casts
 from .packed_sequence import refuse_packed_sequences
 from .traceable_ops import traceable_functionals
 
 
-def first_output(out: Any):
-    """The tensor a loss applies to: logits / last hidden state / first element.
-
-    Parameters
-    ----------
-    out : torch.Tensor, ModelOutput, dict, tuple or list
-        What the model returned.
-
-    Returns
-    -------
-    torch.Tensor
-    """
-    import torch
-
-    if isinstance(out, torch.Tensor):
-        return out
-    for key in ("logits", "last_hidden_state"):
-        v = getattr(out, key, None)
-        if isinstance(v, torch.Tensor):
-            return v
-        if isinstance(out, dict) and isinstance(out.get(key), torch.Tensor):
-            return out[key]
-    if isinstance(out, dict):
-        out = list(out.values())
-    if isinstance(out, (tuple, list)) and out:
-        return first_output(out[0])
-    raise UnsupportedError(f"cannot find a tensor in the model output of type {type(out).__name__}")
-
-
 def with_loss(model, n_inputs: int, loss_fn: Callable):
-    """A module whose forward is ``loss_fn(model(*inputs), *targets)``."""
+    """A module whose forward is ``loss_fn(model(*inputs), *targets)``; a named loss (tagged by
+    ``losses.make_loss_fn``) reads the output's first tensor, a user callable the whole output
+    (``loss_input.apply_loss``)."""
     import torch
 
     class _ModelWithLoss(torch.nn.Module):
@@ -57,7 +32,7 @@ def with_loss(model, n_inputs: int, loss_fn: Callable):
 
         def forward(self, *args):
             out = self.model(*args[:n_inputs])
-            return loss_fn(first_output(out), *args[n_inputs:])
+            return apply_loss(loss_fn, out, args[n_inputs:], named=getattr(loss_fn, "named_loss", False))
 
     return _ModelWithLoss()
 
@@ -94,9 +69,13 @@ def _trace_error(model, e: Exception) -> TraceError:
     msg = str(e).strip().splitlines()
     first = next((ln for ln in msg if ln.strip()), type(e).__name__)
     hint = _DATA_DEPENDENT_HINT if any(k in type(e).__name__ + first for k in _DATA_DEPENDENT) else ""
+    frame = _model_frame(e)
+    if hint and "layerdrop" in frame:  # a random layer skip (NLLB-MoE defaults to 0.05): a branch on a draw
+        hint = (" The forward skips layers at random (LayerDrop): set the config's encoder_layerdrop / "
+                "decoder_layerdrop (or layerdrop) to 0.0 for the import.")
     return TraceError(
         f"torch.export could not trace {type(model).__name__} with its loss: "
-        f"{type(e).__name__}: {first[:400]}{_model_frame(e)}.{hint} Make the forward traceable (no data-dependent "
+        f"{type(e).__name__}: {first[:400]}{frame}.{hint} Make the forward traceable (no data-dependent "
         "Python control flow, no .item()/.numpy() on tensors; for Hugging Face models use "
         "attn_implementation='eager'), or pass a model that torch.export.export accepts.")
 
@@ -142,7 +121,8 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
         settle_dynamic_rope(model, example_inputs)  # dynamic RoPE's update, fixed by the static shapes
         with warnings.catch_warnings(), exportable_experts(model), noop_module_casts(), \
                 mask_hint_from_caller(), traceable_functionals(), refuse_packed_sequences(), \
-                static_rope_updates(model), default_encoder_masks(model), count_checkpoints() as ckpts:
+                static_rope_updates(model), default_encoder_masks(model), complex_as_pairs(), \
+                count_checkpoints() as ckpts:
             warnings.simplefilter("ignore")
             ep = torch.export.export(wrapped, example_inputs + targets, strict=False,
                                      dynamic_shapes=ds)

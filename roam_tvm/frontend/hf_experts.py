@@ -9,8 +9,12 @@ gathers each (token, expert) pair's weights and runs one batched matmul: static 
 same function, exportable. :func:`exportable_experts` switches a model to it for the export
 and restores the user's choice afterwards.
 
+DBRX's ``DbrxExperts`` keeps the experts' GLU weights stacked in one ``mlp`` (``w1``, ``v1``, ``w2``:
+``[E * F, H]``) and loops over the experts ``nonzero`` finds too; within :func:`exportable_experts` it runs
+every expert's GLU on every token, weighted by its routing weight (0 where not picked).
+
 Older layers keep their experts in an ``nn.ModuleDict`` (``expert_0`` ... ``expert_{E-1}``,
-Switch Transformers, NLLB-MoE) whose ``forward(hidden_states, mask, weights)`` has no
+Switch Transformers, NLLB-MoE, which also holds its ``token_dropout`` there) whose ``forward(hidden_states, mask, weights)`` has no
 switch and always loops over the experts ``nonzero`` finds. Within
 :func:`exportable_experts` such a layer runs every expert on every token and weights each
 output by the routing mask (``mask``: a ``[N, K, E]`` one-hot or ``[N, K]`` expert indices;
@@ -32,24 +36,59 @@ def _dict_experts(model) -> list:
 
     found = []
     for module in model.modules():
-        if isinstance(module, torch.nn.ModuleDict) and type(module).__name__.endswith("Experts") \
-                and len(module) and sorted(module.keys()) == sorted(f"expert_{i}" for i in range(len(module))):
-            found.append(module)
+        if isinstance(module, torch.nn.ModuleDict) and type(module).__name__.endswith("Experts"):
+            keys = sorted(k for k in module.keys() if k.startswith("expert_"))  # NLLB-MoE adds token_dropout
+            if keys and keys == sorted(f"expert_{i}" for i in range(len(keys))):
+                found.append(module)
     return found
+
+
+def _token_dropout(experts, y):
+    """NLLB-MoE's ``moe_token_dropout`` on an expert's output, as its own loop applies it."""
+    p = getattr(experts, "moe_token_dropout", 0.0)
+    if not p:
+        return y
+    return experts.token_dropout(y) if experts.training else y * (1 - p)
 
 
 def _dense_forward(experts):
     import torch
 
     def forward(hidden_states, mask, weights):
-        n, e = hidden_states.shape[0], len(experts)
+        n, e = hidden_states.shape[0], sum(k.startswith("expert_") for k in experts.keys())
         onehot = mask if mask.dim() == 3 else torch.nn.functional.one_hot(mask, e)  # [N, K, E]
         w = (onehot.to(weights.dtype) * weights.reshape(n, -1, 1)).sum(1)             # [N, E]
         out = torch.zeros_like(hidden_states)
         for i in range(e):
-            y = experts[f"expert_{i}"](hidden_states)
-            out = out + (y * w[:, i:i + 1]).to(hidden_states.dtype)
+            y = _token_dropout(experts, experts[f"expert_{i}"](hidden_states) * w[:, i:i + 1])
+            out = out + y.to(hidden_states.dtype)
         return out
+
+    return forward
+
+
+def _stacked_glu_experts(model) -> list:
+    """DBRX-style experts: ``forward(hidden_states, top_k_index, top_k_weights)`` over an ``mlp`` holding
+    every expert's ``w1`` / ``v1`` / ``w2`` stacked."""
+    return [m for m in model.modules() if type(m).__name__.endswith("Experts")
+            and all(hasattr(getattr(m, "mlp", None), w) for w in ("w1", "v1", "w2"))
+            and isinstance(getattr(m, "num_experts", None), int)]
+
+
+def _dense_glu_forward(experts):
+    import torch
+
+    def forward(hidden_states, top_k_index, top_k_weights):
+        shape, e = hidden_states.shape, experts.num_experts
+        x = hidden_states.reshape(-1, shape[-1])
+        onehot = torch.nn.functional.one_hot(top_k_index.reshape(x.shape[0], -1), e).to(top_k_weights.dtype)
+        w = (onehot * top_k_weights.reshape(x.shape[0], -1, 1)).sum(1)  # [N, E]: 0 where not routed
+        split = (e, -1, shape[-1])
+        w1, v1, w2 = (getattr(experts.mlp, n).view(split) for n in ("w1", "v1", "w2"))
+        out = torch.zeros_like(x)
+        for i in range(e):
+            out = out + experts.mlp(x, w1[i], v1[i], w2[i]) * w[:, i:i + 1].to(x.dtype)
+        return out.view(shape[0], -1, shape[-1])
 
     return forward
 
@@ -77,8 +116,11 @@ def exportable_experts(model) -> Iterator[None]:
     """
     saved = []
     dense = _dict_experts(model)
+    glu = _stacked_glu_experts(model)
     for module in dense:  # an instance attribute shadows the class's forward until deleted
         module.forward = _dense_forward(module)
+    for module in glu:
+        module.forward = _dense_glu_forward(module)
     for hf in _experts_models(model):
         current = hf.config._experts_implementation
         if current != STATIC_IMPLEMENTATION:
@@ -89,5 +131,5 @@ def exportable_experts(model) -> Iterator[None]:
     finally:
         for hf, current in reversed(saved):
             hf.set_experts_implementation(current)
-        for module in dense:
+        for module in (*dense, *glu):
             del module.forward

@@ -131,9 +131,10 @@ def make_loss_fn(loss) -> Callable:
     """
     if callable(loss):
         return loss
-    if loss == "cross_entropy":
-        return lambda out, *targets: _cross_entropy(out, targets)
-    if loss == "mse":
-        return lambda out, *targets: _mse(out, targets)
+    if loss in ("cross_entropy", "mse"):
+        fn = (lambda out, *targets: _cross_entropy(out, targets)) if loss == "cross_entropy" else \
+            (lambda out, *targets: _mse(out, targets))
+        fn.named_loss = True  # reads the output's first tensor (loss_input.apply_loss)
+        return fn
     raise UnsupportedError(f"unknown loss {loss!r}: use {' or '.join(map(repr, LOSS_NAMES))}, or "
                            "a callable loss(output, *targets) -> scalar tensor")

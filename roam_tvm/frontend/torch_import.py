@@ -10,6 +10,7 @@ their upper bound, ``dynamic_dims.py``) -> ``build_train_step`` (``step.py``).
 from __future__ import annotations
 
 from .amp import check_precision, unscaling, warn_adam_eps, with_loss_scale
+from .data_sizes import check_static_sizes
 from .dynamic_dims import bind_upper_bounds, check_dynamic_spec
 from .errors import FrontendError
 from .export import export_with_loss
@@ -106,6 +107,7 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy",
     ep = export_with_loss(model, example_inputs, targets, loss_fn, precision=precision,
                           loss_scale=scale, dynamic_shapes=dynamic_shapes)
     check_random_ops(ep)
+    check_static_sizes(ep)  # before TVM's importer, which fails on them with another message
     names = exported_names(ep, model)
     progress("from_exported_program")
     func = fix_bindings(import_exported(ep, meta, type(model).__name__))

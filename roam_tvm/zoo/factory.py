@@ -104,7 +104,8 @@ def load_factory(ref: str, loss: Optional[str] = None, optimizer: Optional[Optim
     ``logits`` / ``last_hidden_state`` / first element is that tensor). ``example_inputs`` and ``targets``
     are a tensor or a tuple of tensors. ``loss`` is ``"cross_entropy"`` (PyTorch's convention: classes in
     dimension 1; ``[B, T, V]`` logits with ``[B, T]`` targets: classes last), ``"mse"``, or a callable
-    ``loss(output, *targets) -> scalar tensor``; without one, integer targets mean ``cross_entropy`` and
+    ``loss(output, *targets) -> scalar tensor`` (it gets the whole output, e.g. a ``(logits, aux_loss)``
+    tuple or a dict, or the first tensor if it fails on the whole one); without one, integer targets mean ``cross_entropy`` and
     floating ones ``mse``. ``optimizer`` is an ``OptimizerConfig`` or a dict of its fields (default: SGD,
     lr 0.01). ``dynamic_shapes`` holds one ``torch.export`` spec per input, then per target (``None``,
     ``{dim: torch.export.Dim(name, max=N)}`` or a list with one entry per dim); the step is planned at each

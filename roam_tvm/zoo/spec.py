@@ -136,12 +136,15 @@ class LossWrapper(nn.Module):
         self.num_inputs = num_inputs
 
     def forward(self, *args):
-        from roam_tvm.frontend.export import first_output  # frontend imports the zoo
+        from roam_tvm.frontend.loss_input import apply_loss, first_output  # frontend imports the zoo
 
         inputs, targets = args[: self.num_inputs], args[self.num_inputs:]
+        out = self.model(*inputs)
+        if callable(self.loss):  # the whole output, as ``from_torch`` gives a callable
+            return apply_loss(self.loss, out, targets, named=False)
         # a Hugging Face ModelOutput (``.logits``), dict or tuple: the tensor the step trains on,
         # as ``from_torch`` reads it, so PyTorch's step is the same step
-        return compute_loss(self.loss, first_output(self.model(*inputs)), *targets)
+        return compute_loss(self.loss, first_output(out), *targets)
 
 
 @dataclass

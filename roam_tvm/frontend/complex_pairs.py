@@ -1,0 +1,136 @@
+"""Complex rotary embeddings traced as real (re, im) pairs.
+
+LLaMA's reference code, DeepSeek-V2 and many user models rotate q/k with complex numbers:
+``torch.polar(ones, freqs)``, ``torch.view_as_complex(x.reshape(..., -1, 2))``, a complex multiply and
+``torch.view_as_real(...)``. TVM's importer has no complex dtype (``view_as_complex`` / ``polar`` are
+refused), so while the model is traced, :func:`complex_as_pairs` (a ``TorchFunctionMode``) keeps every
+complex tensor as a real tensor with a trailing axis of 2 (exactly ``view_as_real``'s layout) and runs the
+ops on it in real arithmetic: the exported step has only real ops, whose gradients the frontend has.
+
+Shape queries on such a tensor answer for the complex tensor (the pair axis hidden), so code that checks or
+reshapes by ``freqs_cis.shape`` keeps working. An op on a complex tensor that is not handled here raises
+:class:`UnsupportedError` naming it, before the slow import.
+"""
+from __future__ import annotations
+
+import contextlib
+import weakref
+
+from .errors import UnsupportedError
+
+_WAY_OUT = ("Way out: write the rotation in real arithmetic (x * cos + rotate_half(x) * sin), as Hugging "
+            "Face's LLaMA does.")
+
+
+def _dim(d: int) -> int:
+    """A dim of the complex tensor -> the same dim of its pair tensor (negative dims skip the pair axis)."""
+    return d - 1 if d < 0 else d
+
+
+def _mul(x, y):
+    """(a + ib)(c + id) on pairs; broadcasting as the complex tensors would."""
+    import torch
+
+    a, b, c, d = x[..., 0], x[..., 1], y[..., 0], y[..., 1]
+    return torch.stack([a * c - b * d, a * d + b * c], -1)
+
+
+def _shape_args(args):
+    """``view(2, 3)`` / ``view((2, 3))`` / ``view(torch.Size)`` -> a tuple of sizes."""
+    return tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else tuple(args)
+
+
+class _PairMode:
+    """Built lazily (``torch.overrides`` at import time would load torch for every frontend user)."""
+
+    @staticmethod
+    def make():
+        import torch
+        from torch.overrides import TorchFunctionMode
+
+        T = torch.Tensor
+
+        class Mode(TorchFunctionMode):
+            def __init__(self):
+                super().__init__()
+                self.pairs = {}  # id -> weakref (a WeakSet would compare tensors with ==)
+
+            def _mark(self, t):
+                self.pairs[id(t)] = weakref.ref(t)
+                return t
+
+            def _is(self, t):
+                ref = self.pairs.get(id(t)) if isinstance(t, torch.Tensor) else None
+                return ref is not None and ref() is t
+
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                if func is torch.polar:
+                    mag, ang = args[0], args[1]
+                    return self._mark(torch.stack([mag * torch.cos(ang), mag * torch.sin(ang)], -1))
+                if func is torch.view_as_complex:
+                    return self._mark(args[0].view(args[0].shape))  # a new tensor: the real input stays real
+                if func is torch.view_as_real:
+                    return args[0].view(args[0].shape)  # unmarked: real from here on
+                if func is T.is_complex:
+                    return self._is(args[0])
+                if not any(self._is(a) for a in (*args, *kwargs.values())):
+                    return func(*args, **kwargs)
+                return self._pair_op(func, args, kwargs)
+
+            def _pair_op(self, func, args, kwargs):
+                x, rest = args[0], args[1:]
+                name = getattr(func, "__name__", str(func))
+                prop = getattr(getattr(func, "__self__", None), "__name__", None)  # a property's getter
+                if name == "__get__" and prop in ("shape", "ndim"):
+                    return x.shape[:-1] if prop == "shape" else x.dim() - 1
+                if name == "__get__":  # device, dtype, requires_grad, ...: the pair tensor's
+                    return func(*args, **kwargs)
+                if func is T.size:
+                    return x.shape[:-1] if not rest else x.shape[:-1][rest[0]]
+                if func in (T.dim, T.ndimension):
+                    return x.dim() - 1
+                if func in (torch.mul, T.mul, T.__mul__, T.__rmul__):
+                    y = rest[0]
+                    if self._is(x) and self._is(y):
+                        return self._mark(_mul(x, y))
+                    other, pair = (y, x) if self._is(x) else (x, y)
+                    if isinstance(other, torch.Tensor):
+                        other = other.unsqueeze(-1)  # a real factor scales both parts
+                    return self._mark(pair * other)
+                if func in (torch.add, T.add, T.__add__, T.__radd__, torch.sub, T.sub, T.__sub__) and \
+                        all(self._is(a) for a in args[:2]) and not kwargs:
+                    return self._mark(func(*args))
+                if func in (torch.unsqueeze, T.unsqueeze):
+                    return self._mark(x.unsqueeze(_dim(rest[0])))
+                if func in (T.view, T.reshape, torch.reshape):
+                    return self._mark(x.reshape(*_shape_args(rest), 2))
+                if func in (T.expand,):
+                    return self._mark(x.expand(*_shape_args(rest), 2))
+                if func in (T.transpose, torch.transpose):
+                    return self._mark(x.transpose(_dim(rest[0]), _dim(rest[1])))
+                if func in (T.permute, torch.permute):
+                    n = x.dim() - 1
+                    return self._mark(x.permute(*[d % n for d in _shape_args(rest)], n))
+                if func is T.__getitem__:
+                    idx = rest[0] if isinstance(rest[0], tuple) else (rest[0],)
+                    return self._mark(x[(*idx, slice(None))])
+                if func in (T.to, T.contiguous, T.clone, T.detach, torch.clone):
+                    keep = [a for a in rest if not isinstance(a, torch.dtype)]
+                    kw = {k: v for k, v in kwargs.items() if k != "dtype"}
+                    return self._mark(func(x, *keep, **kw))
+                if func in (T.float, T.type_as):
+                    return self._mark(x)
+                raise UnsupportedError(f"a complex tensor reaches {name}, which roam-tvm does not trace on "
+                                       f"complex numbers (held as real pairs: polar, view_as_complex, "
+                                       f"multiply, add, reshape/view/unsqueeze/expand/transpose/permute, "
+                                       f"indexing, view_as_real). {_WAY_OUT}")
+
+        return Mode()
+
+
+@contextlib.contextmanager
+def complex_as_pairs():
+    """While active, complex tensors from ``torch.polar`` / ``torch.view_as_complex`` are real pairs."""
+    with _PairMode.make():
+        yield

@@ -1,0 +1,47 @@
+"""Tensor sizes read from tensor values: refused with the model's line, before TVM's importer.
+
+``torch.export`` traces ``sizes = counts.tolist(); x.split(sizes)`` (JetMoE's and ScatterMoE-style
+routers), ``.item()`` sizes and some ``nonzero`` uses without a complaint: it gives the sizes unbacked
+symbols (``u0``, ``u1``, ...) bounded by value ranges. A planned step needs every buffer's size before it
+runs, and TVM's importer fails later on such graphs with an unrelated message (e.g. a dtype mismatch in
+the router's integer arithmetic). :func:`check_static_sizes` names the first tensor so sized and the way out.
+A user's ``dynamic_shapes`` dims are backed symbols (``s0``, ...), planned at their upper bounds: not refused.
+"""
+from __future__ import annotations
+
+from .errors import UnsupportedError
+from .random_ops import _op, _where
+
+
+def _unbacked(val) -> bool:
+    import torch
+
+    if not isinstance(val, torch.Tensor):
+        return False
+    return any(str(s).startswith("u") for d in val.shape if isinstance(d, torch.SymInt)
+               for s in d.node.expr.free_symbols)
+
+
+def check_static_sizes(ep) -> None:
+    """Refuse a forward whose tensor sizes depend on tensor values.
+
+    Parameters
+    ----------
+    ep : torch.export.ExportedProgram
+
+    Raises
+    ------
+    UnsupportedError
+        Some tensor's size is an unbacked symbol (names the op, the model's line and the way out).
+    """
+    sized = [n for n in ep.graph.nodes if n.op == "call_function" and _unbacked(n.meta.get("val"))]
+    if not sized:
+        return
+    first = sized[0]
+    raise UnsupportedError(
+        f"the forward sizes tensors by tensor values ({len(sized)} op(s), first {_op(first)}{_where(first)}): "
+        "e.g. split by counts.tolist(), .item() sizes or nonzero, as token-sorting MoE routers (JetMoE, "
+        "ScatterMoE) do. A planned step needs static sizes. Way out: run every expert on all tokens and "
+        "weight each output by its routing weight (0 where not routed), or pad each group to a fixed "
+        "capacity (Hugging Face MoE layers with config._experts_implementation are switched to 'batched_mm' "
+        "automatically).")
