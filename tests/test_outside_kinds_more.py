@@ -50,6 +50,11 @@ def _check(name, monkeypatch, path):
     model, inputs, targets = getattr(_module(path), name)()[:3]
     loss = torch.nn.functional.cross_entropy if name.startswith("unet") else "cross_entropy"
     opt = SGD(lr=0.1) if name in SGD_ROWS else Adam(lr=1e-3)
+    check_outside_step(model, inputs, targets, loss, opt, monkeypatch)
+
+
+def check_outside_step(model, inputs, targets, loss, opt, monkeypatch) -> None:
+    """Import with roam's pipeline, one step on llvm, matched against PyTorch's (compare_step)."""
     ts = from_torch(model, inputs, targets, loss=loss, optimizer=opt, quiet=True)
     monkeypatch.setattr(test_numerics, "tvm_step", _roam_step)
     # torch's steps run MoE experts, and a module's cast to its own dtype (Switch's float32 router in the

@@ -13,12 +13,9 @@ pytest.importorskip("torch")
 pytest.importorskip("tvm")
 pytest.importorskip("transformers")
 
-import test_numerics  # noqa: E402
-from roam_tvm.frontend import SGD, Adam, from_torch  # noqa: E402
-from roam_tvm.frontend.hf_experts import exportable_experts  # noqa: E402
-from roam_tvm.frontend.noop_casts import noop_module_casts  # noqa: E402
-from test_families import _roam_step  # noqa: E402
+from roam_tvm.frontend import SGD, Adam  # noqa: E402
 from test_outside_hf_more import OUTSIDE, _module  # noqa: E402
+from test_outside_kinds_more import check_outside_step  # noqa: E402
 
 HF, NN = os.path.join(OUTSIDE, "kinds_new.py"), os.path.join(OUTSIDE, "kinds_new_nn.py")
 # one small row of each new construct by default (a GRUCell loop, a dict output read by a loss callable)
@@ -53,10 +50,7 @@ def _check(name, path, monkeypatch):
     if name in DROPOUT_ROWS:
         _no_dropout(model)
     opt = SGD(lr=0.1) if name in SGD_ROWS else Adam(lr=1e-3)
-    ts = from_torch(model, inputs, targets, loss=loss, optimizer=opt, quiet=True)
-    monkeypatch.setattr(test_numerics, "tvm_step", _roam_step)
-    with exportable_experts(model), noop_module_casts():
-        test_numerics.compare_step(model, inputs, targets, loss, opt, ts=ts)
+    check_outside_step(model, inputs, targets, loss, opt, monkeypatch)
 
 
 @pytest.mark.parametrize("name,path", FAST)
