@@ -1,8 +1,9 @@
 """``roam-tvm compare --budget``: the budgeted roam planner beside the others.
 
 The budgeted step is planned as ``roam`` is, with recomputation between order
-and layout: dispatch/legalize/fuse (``schedule_for``), ``RoamOrder``,
-``RoamRemat(budget)``, dataflow lowering, ``RoamLayout``; its peak comes
+and layout: dispatch/legalize/fuse (``schedule_for``), kernel scratch lifted,
+the order ``RoamPlan`` keeps, ``RoamRemat(budget)``, roam's dataflow lowering,
+``RoamLayout``; its peak comes
 from the same simulator as every other planner's (``planned_peak``).
 
 Two peaks are reported, honestly apart:
@@ -52,25 +53,35 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
         ``budget_bytes``, ``floor_bytes``, ``floor`` (its parts, as text) and
         ``planner`` (the ``roam-budget`` entry: peaks, overheads, recomputed ops).
     """
-    from ..passes import RoamLayout, RoamOrder, extract_graph
+    from ..passes import RoamLayout, RoamPlan, extract_graph, latest_order
     from ..report.compare import with_param_kinds
-    from ..report.simulate import planned_peak, schedule_for
+    from ..report.simulate import lift_scratch, planned_peak, reorder_function_in, schedule_for
     from ..verify import check_plan
     from .check import check_recompute
-    from ..runtime.pipeline import as_target, dataflow_lower_passes
+    from ..runtime.pipeline import as_target, roam_lower_passes
 
     func = ts.func_name
     tgt = as_target(target)
     start = time.perf_counter()
-    scheduled = schedule_for(with_param_kinds(ts), tgt)
+    # Start where the unbudgeted roam planner ends (report.simulate.run_planner): kernel scratch
+    # lifted into the plan, roam's lowering, and the order RoamPlan kept (its own or the program's),
+    # so that a budget at roam's peak needs no recomputation and a fraction means what it says.
+    lower = roam_lower_passes(tgt)
+    scheduled, _ = lift_scratch(schedule_for(with_param_kinds(ts), tgt), tgt)
+    # The budget is exact to the byte: take roam's layout wherever it is lower, not only when it
+    # saves a page over TVM's (RoamLayout's default min_saving, which on small steps keeps TVM's
+    # plan and can miss a budget that roam's layout of the same step meets).
+    layout = {**(layout_options or {}), "min_saving": 0}
     with tgt:
-        ordered = RoamOrder(functions=[func], **(order_options or {}))(scheduled)
+        RoamPlan(lower, {"functions": [func], **(order_options or {})}, layout_options)(scheduled)
+        rec = latest_order(func)
+        ordered = reorder_function_in(scheduled, func, rec.order) if rec and rec.order else scheduled
         if budget.fraction is not None and unbudgeted_peak is not None:
             budget = Budget(bytes=resolve_budget(budget, unbudgeted_peak), text=budget.text)
-        remat = RoamRemat(budget, functions=[func], layout=dict(layout_options or {}), time_limit=time_limit)
+        remat = RoamRemat(budget, functions=[func], layout=layout, time_limit=time_limit)
         budgeted = remat.rewrite(ordered)
-        lowered = tvm.transform.Sequential(dataflow_lower_passes(tgt))(budgeted)
-        planned = RoamLayout(**(layout_options or {}))(lowered)
+        lowered = tvm.transform.Sequential(lower)(budgeted)
+        planned = RoamLayout(**layout)(lowered)
     seconds = time.perf_counter() - start
     # Two independent checks: the recomputation against roam's order, the
     # layout against the budgeted step it laid out.

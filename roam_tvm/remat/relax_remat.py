@@ -153,15 +153,16 @@ def remat_function(rg: RelaxGraph, plan: RematPlan, calls: InplaceCalls | None =
 
 def arena_peak(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, func: relax.Function, layout: dict,
                calls: InplaceCalls | None = None) -> int:
-    """Simulated peak of ``func`` in ``mod`` once lowered and laid out by ``RoamLayout(**layout)``."""
+    """Simulated peak of ``func`` in ``mod`` once lowered as roam's planners lower it
+    (``roam_lower_passes``) and laid out by ``RoamLayout(**layout)``."""
     from ..passes import RoamLayout
-    from ..runtime.pipeline import dataflow_lower_passes
+    from ..runtime.pipeline import roam_lower_passes
 
     m = mod.clone()
     m[gv] = func
     if calls is not None:
         calls.add_to(m)
-    lowered = tvm.transform.Sequential(dataflow_lower_passes())(m)
+    lowered = tvm.transform.Sequential(roam_lower_passes())(m)
     planned = RoamLayout(**layout)(lowered)
     return extract_graph(planned[gv], planned, gv.name_hint, planned=True).graph.peak()
 
