@@ -53,3 +53,29 @@ def test_portfolio_error_below_the_floor_names_it(resnet):  # noqa: F811
         pf.plan(fl - 1)
     with pytest.raises(ValueError, match="move set"):
         RematPortfolio(g, paths=())
+
+
+def test_step_as_given_is_kept_when_its_measured_peak_fits():
+    # Every path's first state writes in place; a layout may place that worse than the step
+    # itself (here: much worse). A budget the step as given already meets, measured, needs
+    # neither recomputation nor in-place writes, and must not be refused.
+    from roam_tvm.graph.model import GraphBuilder
+
+    b = GraphBuilder("chain")
+    x = b.tensor(100, "input")
+    (a,) = b.op([x], [1000], name="f")
+    (c,) = b.op([a], [1000], name="relu")  # a dies here: relu may write into it
+    (d,) = b.op([c], [10], name="sum")
+    g = b.build()
+    relu = next(op.id for op in g.ops if op.name == "relu")
+    pf = RematPortfolio(g, list(range(len(g.ops))), inplace={relu: [(a, c)]})
+    as_given = g.peak()
+
+    def measure(plan):  # the step as given lays out at its perfect packing, anything else far over
+        return as_given if not plan.source and not plan.inplace else 10 * as_given
+
+    plan = pf.plan(as_given, measure)
+    assert not plan.source and not plan.inplace and plan.cost == 0
+    assert plan.report["measured_peak"] == as_given <= plan.budget
+    with pytest.raises(BudgetError):  # below it, the measured walk still applies
+        pf.plan(as_given - 1, measure)
