@@ -50,7 +50,8 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
     Returns
     -------
     dict
-        ``budget_bytes``, ``floor_bytes``, ``floor`` (its parts, as text) and
+        ``budget_bytes``, ``floor_bytes`` (the least budget met: the arena of the lowest plan,
+        measured as the budget is), ``floor`` (its parts, as text) and
         ``planner`` (the ``roam-budget`` entry: peaks, overheads, recomputed ops).
     """
     from ..passes import RoamLayout, RoamPlan, extract_graph, latest_order
@@ -88,14 +89,14 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
     violations = check_recompute(ordered[func], budgeted[func], budgeted)
     violations += check_plan(lowered[func], planned[func], planned)
     peak, g = planned_peak(planned[func], planned)
-    plan, floor = remat.plans[func], remat.planners[func].floor()
+    plan, floor = remat.plans[func], remat.floor(func)
     over = plan.report["overheads"]
     time_share = over.get("roofline")
     return {
         "budget_bytes": plan.budget,
         "floor_bytes": floor.bytes,
-        "floor": floor.describe() + " (perfect packing on the call_tir-level graph"
-                 + ("; search stopped at its time limit)" if floor.truncated else ")"),
+        "floor": floor.describe() + ("" if floor.measured else " (perfect packing on the call_tir-level graph)")
+                 + (" (search stopped at its time limit)" if floor.truncated else ""),
         "planner": {
             "peak_bytes": peak,
             "intermediate_bytes": peak - g.always_live_bytes,

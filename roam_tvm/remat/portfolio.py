@@ -17,6 +17,7 @@ than the plain one the planner had before lean chains and hoisting.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Sequence
 
 from ..graph.model import Graph
@@ -96,9 +97,31 @@ class RematPortfolio:
     def seconds(self) -> float:
         return sum(p.seconds for p in self.paths)
 
-    def floor(self) -> Floor:
-        """The lowest floor of the paths (runs each to its end)."""
-        return min((p.floor() for p in self.paths), key=lambda f: f.bytes)
+    def floor(self, measure: Callable[[RematPlan], int] | None = None) -> Floor:
+        """The lowest floor of the paths (runs each to its end).
+
+        With ``measure`` (as given to :meth:`plan`), the floor is measured: the least measured
+        peak of each path's floor plan and of the step as given. ``plan(b, measure)`` meets every
+        ``b`` at or above it (the walk of the floor's path ends at its floor plan at the latest),
+        where the perfect-packing floor may be out of reach once laid out.
+        """
+        best = min((p.floor() for p in self.paths), key=lambda f: f.bytes)
+        if measure is None:
+            return best
+        least, at = self._measured_given(measure), best
+        for p in self.paths:
+            plan = p.plan(p.floor().bytes)  # the first state at the path's floor
+            i = plan.report["path_index"]
+            if i not in p.measured:  # the planner's own cache, shared with its measured walk
+                p.measured[i] = int(measure(plan))
+            if p.measured[i] < least:
+                least, at = p.measured[i], p.floor()
+        return replace(at, bytes=least, live=least - self.g.always_live_bytes, measured=True)
+
+    def _measured_given(self, measure: Callable[[RematPlan], int]) -> int:
+        if self._given_measured is None:
+            self._given_measured = int(measure(self.as_given(self.unbudgeted_peak)))
+        return self._given_measured
 
     def seconds_for(self, budget: int) -> float:
         """Search seconds a fresh portfolio spends to plan ``budget``: each path grown until it fits
@@ -120,17 +143,16 @@ class RematPortfolio:
         Raises
         ------
         BudgetError
-            When no path fits: the error of the path with the lowest floor.
+            When no path fits: the error of the path with the lowest floor (with ``measure``,
+            the error naming the measured floor, :meth:`floor`).
         """
         b = resolve_budget(budget, self.unbudgeted_peak)
         if measure is not None:
             # The step as given, measured: every path's first state writes in place, which can
             # lay out worse than the step itself, so a budget the step already meets (roam's
             # own unbudgeted peak) could otherwise be refused or recomputed for.
-            given = self.as_given(b)
-            if self._given_measured is None:
-                self._given_measured = int(measure(given))
-            if self._given_measured <= b:
+            if self._measured_given(measure) <= b:
+                given = self.as_given(b)
                 given.report["measured_peak"] = self._given_measured
                 return given
         best, errors = None, []
@@ -144,6 +166,8 @@ class RematPortfolio:
             if best is None or plan.cost < best.cost:
                 best = plan
         if best is None:
+            if measure is not None:  # name the floor this budget is measured against
+                raise self.floor(measure).error(b)
             raise min(errors, key=lambda pe: pe[0].floor().bytes)[1]
         best.report["plan_seconds"] = self.seconds_for(b)
         return best

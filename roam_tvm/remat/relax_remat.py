@@ -28,6 +28,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 from ..graph.model import Graph
 from ..passes.extract import ExtractError, RelaxGraph, extract_graph
 from .budget import Budget, parse_budget
+from .floor import Floor
 from .planner import RematPlan
 from .portfolio import RematPortfolio
 from .relax_inplace import InplaceCalls, inplace_candidates
@@ -201,7 +202,7 @@ class RoamRemat:
     plans : dict of str to RematPlan
         The plan applied to each function (for reports).
     planners : dict of str to RematPortfolio
-        The planner of each function (its ``floor()`` for reports).
+        The planner of each function (:meth:`floor` gives its floor for reports).
     """
 
     def __init__(self, budget: Budget | str | int, functions: list[str] | None = None,
@@ -216,6 +217,12 @@ class RoamRemat:
         self.cost_model = cost_model
         self.plans: dict[str, RematPlan] = {}
         self.planners: dict[str, RematPortfolio] = {}
+        self.measures: dict = {}  # function -> the peak measure its plan had to fit (None: perfect packing)
+
+    def floor(self, name: str = "train_step") -> Floor:
+        """The floor of function ``name``'s planner, measured as its budget is (with ``layout``,
+        the laid-out arena: the least budget ``rewrite`` meets for it)."""
+        return self.planners[name].floor(self.measures.get(name))
 
     def transform_module(self, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
         return self.rewrite(mod)
@@ -240,6 +247,7 @@ class RoamRemat:
                 calls = InplaceCalls(mod)
                 return arena_peak(mod, gv, remat_function(rg, p, calls), self.layout, calls)
             measure = arena_measure if self.layout is not None else None
+            self.measures[name] = measure
             plan = planner.plan(self.budget, measure)
             self.plans[name] = plan
             if not plan.source and not plan.inplace:
