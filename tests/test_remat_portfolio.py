@@ -79,3 +79,25 @@ def test_step_as_given_is_kept_when_its_measured_peak_fits():
     assert plan.report["measured_peak"] == as_given <= plan.budget
     with pytest.raises(BudgetError):  # below it, the measured walk still applies
         pf.plan(as_given - 1, measure)
+
+
+def test_measured_floor_is_met_and_named_below():
+    # A layout that always adds a gap: the perfect-packing floor is out of reach once
+    # measured, so the floor the portfolio reports with that measure is the measured one,
+    # met exactly, and a byte below it is refused naming it.
+    from test_remat import _chain
+
+    g = _chain()
+    pf = RematPortfolio(g, list(range(len(g.ops))))
+    gap = 64
+
+    def measure(plan):
+        return plan.peak + gap
+
+    packed = pf.floor()
+    fl = pf.floor(measure)
+    assert fl.measured and fl.bytes == packed.bytes + gap
+    plan = pf.plan(fl.bytes, measure)
+    assert plan.source and plan.report["measured_peak"] <= fl.bytes
+    with pytest.raises(BudgetError, match=f"below the floor .*at least {fl.bytes} bytes"):
+        pf.plan(fl.bytes - 1, measure)
