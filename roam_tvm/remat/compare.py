@@ -89,6 +89,8 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
     violations = check_recompute(ordered[func], budgeted[func], budgeted)
     violations += check_plan(lowered[func], planned[func], planned)
     peak, g = planned_peak(planned[func], planned)
+    if func in remat.skipped:
+        return _left_as_is(remat.skipped[func], budget, unbudgeted_peak or peak, peak, g, violations, seconds)
     plan, floor = remat.plans[func], remat.floor(func)
     over = plan.report["overheads"]
     time_share = over.get("roofline")
@@ -115,5 +117,25 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
             "recomputed_ops": len(plan.source),
             "inplace_ops": len(plan.inplace),
             "plan_seconds": seconds,
+        },
+    }
+
+
+def _left_as_is(why: str, budget: Budget, base: int, peak: int, g, violations: list[str], seconds: float) -> dict:
+    """``budget_report``'s answer when RoamRemat left the step without recomputation (it could not
+    analyse it): the step's own peak against the budget, no floor, and why."""
+    b = resolve_budget(budget, base)
+    return {
+        "budget_bytes": b,
+        "floor_bytes": None,
+        "floor": f"unknown: recomputation could not plan this step ({why})",
+        "planner": {
+            "peak_bytes": peak, "intermediate_bytes": peak - g.always_live_bytes, "order_bound_bytes": None,
+            "valid": not violations,
+            "note": "; ".join([f"no recomputation: {why}"] + [f"plan checker: {v}" for v in violations[:3]]),
+            "method": "no recomputation (step left as it is)" + ("" if peak <= b else ", arena over budget"),
+            "fits": peak <= b, "remat_peak_bytes": None, "unbudgeted_remat_peak_bytes": None,
+            "overhead_flops": 0.0, "overhead_time": 0.0, "overhead_bytes": 0.0,
+            "recomputed_ops": 0, "inplace_ops": 0, "plan_seconds": seconds,
         },
     }
