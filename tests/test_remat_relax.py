@@ -121,6 +121,31 @@ def test_pass_errors_before_rewriting():
         RoamRemat("0.9")(mod)  # default function train_step is not there
 
 
+@I.ir_module
+class Nested:
+    @R.function
+    def main(x: R.Tensor((64, 64), "float32"), w: R.Tensor((64, 64), "float32")):
+        @R.function
+        def inner(y: R.Tensor((64, 64), "float32")) -> R.Tensor((64, 64), "float32"):
+            return R.tanh(y)
+
+        a = R.tanh(R.matmul(x, w))
+        b = R.tanh(R.matmul(a, w))
+        out = (R.sum(R.add(a, b)), inner)
+        return out
+
+
+def test_a_function_it_cannot_analyse_is_left_as_it_is_with_a_warning():
+    # a nested function (the extraction cannot model it): no recomputation, a warning, the
+    # function unchanged, the reason kept for the report; never a crash
+    mod = _lowered(Nested)
+    rr = RoamRemat(0.5, functions=["main"])
+    with pytest.warns(UserWarning, match="no recomputation.*nested function"):
+        new = rr.rewrite(mod)
+    assert new["main"].same_as(mod["main"])
+    assert "nested function" in rr.skipped["main"] and "main" not in rr.plans
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["mlp", "cnn", "gpt2-small"])  # gpt2: exp written over the logits
 def test_zoo_step_recomputed_is_bit_identical(name):
