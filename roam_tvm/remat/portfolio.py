@@ -101,21 +101,27 @@ class RematPortfolio:
         """The lowest floor of the paths (runs each to its end).
 
         With ``measure`` (as given to :meth:`plan`), the floor is measured: the least measured
-        peak of each path's floor plan and of the step as given. ``plan(b, measure)`` meets every
-        ``b`` at or above it (the walk of the floor's path ends at its floor plan at the latest),
-        where the perfect-packing floor may be out of reach once laid out.
+        peak of any state of any path and of the step as given, so that ``plan(b, measure)``
+        meets every ``b`` at or above it and refuses every ``b`` below (the perfect-packing floor
+        may be out of reach once laid out).
         """
         best = min((p.floor() for p in self.paths), key=lambda f: f.bytes)
         if measure is None:
             return best
         least, at = self._measured_given(measure), best
         for p in self.paths:
-            plan = p.plan(p.floor().bytes)  # the first state at the path's floor
-            i = plan.report["path_index"]
-            if i not in p.measured:  # the planner's own cache, shared with its measured walk
-                p.measured[i] = int(measure(plan))
-            if p.measured[i] < least:
-                least, at = p.measured[i], p.floor()
+            p.floor()  # grown to its end
+            # A measured peak is never below the perfect-packing one, and those never rise along
+            # the path: only the states packed below the least measured peak so far can go under
+            # it, a suffix of the path. Their least measured peak is the least budget the path's
+            # walk meets, so the floor is exact (a byte below it is refused).
+            i = len(p.states) - 1
+            while i >= 0 and p.lives[i].peak < least:
+                if i not in p.measured:  # the planner's own cache, shared with its measured walk
+                    p.measured[i] = int(measure(p.plan_at(i)))
+                if p.measured[i] < least:
+                    least, at = p.measured[i], p.floor()
+                i -= 1
         return replace(at, bytes=least, live=least - self.g.always_live_bytes, measured=True)
 
     def _measured_given(self, measure: Callable[[RematPlan], int]) -> int:
