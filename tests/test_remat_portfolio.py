@@ -82,21 +82,24 @@ def test_step_as_given_is_kept_when_its_measured_peak_fits():
 
 
 def test_measured_floor_is_met_and_named_below():
-    # A layout that always adds a gap: the perfect-packing floor is out of reach once
-    # measured, so the floor the portfolio reports with that measure is the measured one,
-    # met exactly, and a byte below it is refused naming it.
+    # A layout that adds a gap per copy: the perfect-packing floor is out of reach once
+    # measured, and the plan with the most copies is not the lowest measured one. The floor
+    # the portfolio reports with that measure is the least measured peak of all, met exactly,
+    # and a byte below it is refused naming it.
     from test_remat import _chain
 
     g = _chain()
     pf = RematPortfolio(g, list(range(len(g.ops))))
-    gap = 64
+    gap = 1024
 
     def measure(plan):
-        return plan.peak + gap
+        return plan.peak + gap * len(plan.source)
 
     packed = pf.floor()
     fl = pf.floor(measure)
-    assert fl.measured and fl.bytes == packed.bytes + gap
+    assert fl.measured and fl.bytes > packed.bytes
+    last = min(measure(p.plan_at(len(p.states) - 1)) for p in pf.paths)
+    assert fl.bytes < last  # an earlier state of a path measures lower than its floor state
     plan = pf.plan(fl.bytes, measure)
     assert plan.source and plan.report["measured_peak"] <= fl.bytes
     with pytest.raises(BudgetError, match=f"below the floor .*at least {fl.bytes} bytes"):
