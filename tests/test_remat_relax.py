@@ -235,12 +235,13 @@ def test_compare_with_a_budget_reports_it(tmp_path):
     from roam_tvm.cli import main
 
     out = tmp_path / "cmp.json"
-    # 0.85: at 0.97 (and 0.9) in-place writes alone fit, on the readers-first path's order
-    assert main(["compare", "--model", "cnn", "--small", "--target", "llvm", "--budget", "0.85", "--no-cut",
+    # 0.9: the budgeted step counts the kernels' scratch as roam's peak does (lifted into the
+    # arena), so its floor is about 0.89 of that peak; above about 0.97 in-place writes alone fit
+    assert main(["compare", "--model", "cnn", "--small", "--target", "llvm", "--budget", "0.9", "--no-cut",
                  "--planners", "tvm-default", "roam", "--quiet", "--json", str(out)]) == 0
     r = json.loads(out.read_text())
     roam, budgeted = r["planners"]["roam"], r["planners"]["roam-budget"]
-    assert r["budget_bytes"] == int(0.85 * roam["peak_bytes"])
+    assert r["budget_bytes"] == int(0.9 * roam["peak_bytes"])
     assert r["floor_bytes"] <= r["budget_bytes"]
     assert budgeted["fits"] and budgeted["valid"] and budgeted["peak_bytes"] <= r["budget_bytes"]
     assert budgeted["recomputed_ops"] > 0 and 0 < budgeted["overhead_time"] < 1
