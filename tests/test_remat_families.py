@@ -47,8 +47,7 @@ def _frozen_llama():
     return model, ins, tgt
 
 
-# (id, factory, --precision)
-FAST = [("gru", families.gru, None)]
+# (id, factory, --precision); by default only the GRU (the ``gru`` fixture)
 SLOW = [("llama", families.llama, None), ("t5", families.t5, None), ("moe", families.moe, None),
         ("lstm", families.lstm, None), ("unet", families.unet, None), ("densenet", families.densenet, None),
         ("llama-bf16-amp", families.llama, "bf16-amp"), ("gru-fp16-amp", families.gru, "fp16-amp"),
@@ -75,11 +74,21 @@ def _portfolio(mod, f):
                           inplace=inplace_candidates(mod, rg))
 
 
-def _check_budgeted(make, precision):
+def _prepared(make, precision):
+    """The step, its inputs and targets, its call_tir-level module and RoamRemat's planner."""
     ts, inputs, targets = _step(make, precision)
-    f = ts.func_name
     mod = _lowered(ts.mod)
-    pf = _portfolio(mod, f)
+    return ts, inputs, targets, mod, _portfolio(mod, ts.func_name)
+
+
+@pytest.fixture(scope="module")
+def gru():
+    return _prepared(families.gru, None)
+
+
+def _check_budgeted(prepared):
+    ts, inputs, targets, mod, pf = prepared
+    f = ts.func_name
     floor = pf.floor().bytes
     assert floor < pf.initial_peak, "nothing to recompute: the family does not test the budget"
     budget = (floor + pf.initial_peak) // 2
@@ -91,25 +100,22 @@ def _check_budgeted(make, precision):
     assert_same_step(ts, mod, new, inputs, targets)
 
 
-@pytest.mark.parametrize("make,precision", [c[1:] for c in FAST], ids=[c[0] for c in FAST])
-def test_family_budgeted_step_fits_and_is_bit_identical(make, precision):
-    _check_budgeted(make, precision)
+def test_family_budgeted_step_fits_and_is_bit_identical(gru):
+    _check_budgeted(gru)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("make,precision", [c[1:] for c in SLOW], ids=[c[0] for c in SLOW])
 def test_family_budgeted_step_fits_and_is_bit_identical_slow(make, precision):
-    _check_budgeted(make, precision)
+    _check_budgeted(_prepared(make, precision))
 
 
-def test_family_larger_budget_never_recomputes_more():
+def test_family_larger_budget_never_recomputes_more(gru):
     # Several budgets from the floor to the unbudgeted peak on one family (GRU: many small
     # recurrent ops), each rewritten and checked independently; the recomputation overhead
     # never rises with the budget.
-    ts, _, _ = _step(families.gru, None)
+    ts, _, _, mod, pf = gru
     f = ts.func_name
-    mod = _lowered(ts.mod)
-    pf = _portfolio(mod, f)
     budgets = np.linspace(pf.floor().bytes, pf.initial_peak, 5).astype(int)
     costs = []
     for b in budgets:
