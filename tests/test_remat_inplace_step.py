@@ -1,7 +1,4 @@
 """A budgeted training step with in-place calls: same loss and updated parameters, bit for bit (llvm)."""
-import copy
-
-import numpy as np
 import torch
 
 from roam_tvm.frontend import SGD, from_torch
@@ -10,7 +7,7 @@ from roam_tvm.remat import RematPlanner
 from roam_tvm.remat.check import check_recompute
 from roam_tvm.remat.relax_inplace import inplace_candidates
 from roam_tvm.remat.relax_remat import RoamRemat
-from test_remat_relax import _build, _lowered
+from test_remat_relax import _lowered, assert_same_step
 
 
 def test_tiny_training_step_with_inplace_and_recomputation_is_bit_identical():
@@ -38,12 +35,4 @@ def test_tiny_training_step_with_inplace_and_recomputation_is_bit_identical():
     assert n_inplace > 0  # activations written in place, beside the optimizer's own in-place updates
     assert check_recompute(mod[f], new[f], new) == []
     assert extract_graph(new[f], new, f).graph.peak() <= floor
-    results = []
-    for m in (mod, new):
-        state = copy.deepcopy(ts.initial_values())
-        losses = [ts.run(_build(m), [x.numpy()], [y.numpy()], state) for _ in range(1)]
-        results.append((losses, state))
-    (la, sa), (lb, sb) = results
-    assert la == lb
-    for key in sa:
-        np.testing.assert_array_equal(np.asarray(sa[key]), np.asarray(sb[key]), err_msg=key)
+    assert_same_step(ts, mod, new, [x], [y])

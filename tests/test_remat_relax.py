@@ -68,6 +68,23 @@ def _run(exe, func, args):
     return [o.numpy() for o in out]
 
 
+def assert_same_step(ts, mod, new, inputs, targets) -> None:
+    """One training step of ``ts`` built from ``mod`` and from ``new`` (llvm), from the same
+    initial state: the same loss and updated parameters and optimizer state, bit for bit."""
+    inputs = [t.numpy() if hasattr(t, "numpy") else t for t in inputs]
+    targets = [t.numpy() if hasattr(t, "numpy") else t for t in targets]
+    results = []
+    for m in (mod, new):
+        state = copy.deepcopy(ts.initial_values())
+        loss = ts.run(_build(m), inputs, targets, state)
+        results.append((loss, state))
+    (la, sa), (lb, sb) = results
+    assert np.array_equal(la, lb, equal_nan=True), (la, lb)
+    assert sorted(sa) == sorted(sb)
+    for key in sa:
+        np.testing.assert_array_equal(np.asarray(sa[key]), np.asarray(sb[key]), err_msg=key)
+
+
 def _check_fits(mod, new, func, budget):
     g = extract_graph(new[func], new, func).graph
     assert g.peak() <= budget
@@ -104,6 +121,31 @@ def test_pass_errors_before_rewriting():
         RoamRemat("0.9")(mod)  # default function train_step is not there
 
 
+@I.ir_module
+class Nested:
+    @R.function
+    def main(x: R.Tensor((64, 64), "float32"), w: R.Tensor((64, 64), "float32")):
+        @R.function
+        def inner(y: R.Tensor((64, 64), "float32")) -> R.Tensor((64, 64), "float32"):
+            return R.tanh(y)
+
+        a = R.tanh(R.matmul(x, w))
+        b = R.tanh(R.matmul(a, w))
+        out = (R.sum(R.add(a, b)), inner)
+        return out
+
+
+def test_a_function_it_cannot_analyse_is_left_as_it_is_with_a_warning():
+    # a nested function (the extraction cannot model it): no recomputation, a warning, the
+    # function unchanged, the reason kept for the report; never a crash
+    mod = _lowered(Nested)
+    rr = RoamRemat(0.5, functions=["main"])
+    with pytest.warns(UserWarning, match="no recomputation.*nested function"):
+        new = rr.rewrite(mod)
+    assert new["main"].same_as(mod["main"])
+    assert "nested function" in rr.skipped["main"] and "main" not in rr.plans
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["mlp", "cnn", "gpt2-small"])  # gpt2: exp written over the logits
 def test_zoo_step_recomputed_is_bit_identical(name):
@@ -130,17 +172,7 @@ def test_zoo_step_recomputed_is_bit_identical(name):
 
     assert check_recompute(mod[ts.func_name], new[ts.func_name], new) == []
     _check_fits(mod, new, ts.func_name, budget)
-    inputs = [t.numpy() for t in spec.example_inputs]
-    targets = [t.numpy() for t in spec.targets]
-    results = []
-    for m in (mod, new):
-        state = copy.deepcopy(ts.initial_values())
-        loss = ts.run(_build(m), inputs, targets, state)
-        results.append((loss, state))
-    (la, sa), (lb, sb) = results
-    assert la == lb
-    for key in sa:
-        np.testing.assert_array_equal(np.asarray(sa[key]), np.asarray(sb[key]), err_msg=key)
+    assert_same_step(ts, mod, new, spec.example_inputs, spec.targets)
 
 
 def _arena_peak(mod, func):
@@ -203,12 +235,13 @@ def test_compare_with_a_budget_reports_it(tmp_path):
     from roam_tvm.cli import main
 
     out = tmp_path / "cmp.json"
-    # 0.85: at 0.97 (and 0.9) in-place writes alone fit, on the readers-first path's order
-    assert main(["compare", "--model", "cnn", "--small", "--target", "llvm", "--budget", "0.85", "--no-cut",
+    # 0.9: the budgeted step counts the kernels' scratch as roam's peak does (lifted into the
+    # arena), so its floor is about 0.89 of that peak; above about 0.97 in-place writes alone fit
+    assert main(["compare", "--model", "cnn", "--small", "--target", "llvm", "--budget", "0.9", "--no-cut",
                  "--planners", "tvm-default", "roam", "--quiet", "--json", str(out)]) == 0
     r = json.loads(out.read_text())
     roam, budgeted = r["planners"]["roam"], r["planners"]["roam-budget"]
-    assert r["budget_bytes"] == int(0.85 * roam["peak_bytes"])
+    assert r["budget_bytes"] == int(0.9 * roam["peak_bytes"])
     assert r["floor_bytes"] <= r["budget_bytes"]
     assert budgeted["fits"] and budgeted["valid"] and budgeted["peak_bytes"] <= r["budget_bytes"]
     assert budgeted["recomputed_ops"] > 0 and 0 < budgeted["overhead_time"] < 1

@@ -1,8 +1,9 @@
 """``roam-tvm compare --budget``: the budgeted roam planner beside the others.
 
 The budgeted step is planned as ``roam`` is, with recomputation between order
-and layout: dispatch/legalize/fuse (``schedule_for``), ``RoamOrder``,
-``RoamRemat(budget)``, dataflow lowering, ``RoamLayout``; its peak comes
+and layout: dispatch/legalize/fuse (``schedule_for``), kernel scratch lifted,
+the order ``RoamPlan`` keeps, ``RoamRemat(budget)``, roam's dataflow lowering,
+``RoamLayout``; its peak comes
 from the same simulator as every other planner's (``planned_peak``).
 
 Two peaks are reported, honestly apart:
@@ -49,42 +50,55 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
     Returns
     -------
     dict
-        ``budget_bytes``, ``floor_bytes``, ``floor`` (its parts, as text) and
+        ``budget_bytes``, ``floor_bytes`` (the least budget met: the arena of the lowest plan,
+        measured as the budget is), ``floor`` (its parts, as text) and
         ``planner`` (the ``roam-budget`` entry: peaks, overheads, recomputed ops).
     """
-    from ..passes import RoamLayout, RoamOrder, extract_graph
+    from ..passes import RoamLayout, RoamPlan, extract_graph, latest_order
     from ..report.compare import with_param_kinds
-    from ..report.simulate import planned_peak, schedule_for
+    from ..report.simulate import lift_scratch, planned_peak, reorder_function_in, schedule_for
     from ..verify import check_plan
     from .check import check_recompute
-    from ..runtime.pipeline import as_target, dataflow_lower_passes
+    from ..runtime.pipeline import as_target, roam_lower_passes
 
     func = ts.func_name
     tgt = as_target(target)
     start = time.perf_counter()
-    scheduled = schedule_for(with_param_kinds(ts), tgt)
+    # Start where the unbudgeted roam planner ends (report.simulate.run_planner): kernel scratch
+    # lifted into the plan, roam's lowering, and the order RoamPlan kept (its own or the program's),
+    # so that a budget at roam's peak needs no recomputation and a fraction means what it says.
+    lower = roam_lower_passes(tgt)
+    scheduled, _ = lift_scratch(schedule_for(with_param_kinds(ts), tgt), tgt)
+    # The budget is exact to the byte: take roam's layout wherever it is lower, not only when it
+    # saves a page over TVM's (RoamLayout's default min_saving, which on small steps keeps TVM's
+    # plan and can miss a budget that roam's layout of the same step meets).
+    layout = {**(layout_options or {}), "min_saving": 0}
     with tgt:
-        ordered = RoamOrder(functions=[func], **(order_options or {}))(scheduled)
+        RoamPlan(lower, {"functions": [func], **(order_options or {})}, layout_options)(scheduled)
+        rec = latest_order(func)
+        ordered = reorder_function_in(scheduled, func, rec.order) if rec and rec.order else scheduled
         if budget.fraction is not None and unbudgeted_peak is not None:
             budget = Budget(bytes=resolve_budget(budget, unbudgeted_peak), text=budget.text)
-        remat = RoamRemat(budget, functions=[func], layout=dict(layout_options or {}), time_limit=time_limit)
+        remat = RoamRemat(budget, functions=[func], layout=layout, time_limit=time_limit)
         budgeted = remat.rewrite(ordered)
-        lowered = tvm.transform.Sequential(dataflow_lower_passes(tgt))(budgeted)
-        planned = RoamLayout(**(layout_options or {}))(lowered)
+        lowered = tvm.transform.Sequential(lower)(budgeted)
+        planned = RoamLayout(**layout)(lowered)
     seconds = time.perf_counter() - start
     # Two independent checks: the recomputation against roam's order, the
     # layout against the budgeted step it laid out.
     violations = check_recompute(ordered[func], budgeted[func], budgeted)
     violations += check_plan(lowered[func], planned[func], planned)
     peak, g = planned_peak(planned[func], planned)
-    plan, floor = remat.plans[func], remat.planners[func].floor()
+    if func in remat.skipped:
+        return _left_as_is(remat.skipped[func], budget, unbudgeted_peak or peak, peak, g, violations, seconds)
+    plan, floor = remat.plans[func], remat.floor(func)
     over = plan.report["overheads"]
     time_share = over.get("roofline")
     return {
         "budget_bytes": plan.budget,
         "floor_bytes": floor.bytes,
-        "floor": floor.describe() + " (perfect packing on the call_tir-level graph"
-                 + ("; search stopped at its time limit)" if floor.truncated else ")"),
+        "floor": floor.describe() + ("" if floor.measured else " (perfect packing on the call_tir-level graph)")
+                 + (" (search stopped at its time limit)" if floor.truncated else ""),
         "planner": {
             "peak_bytes": peak,
             "intermediate_bytes": peak - g.always_live_bytes,
@@ -103,5 +117,25 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
             "recomputed_ops": len(plan.source),
             "inplace_ops": len(plan.inplace),
             "plan_seconds": seconds,
+        },
+    }
+
+
+def _left_as_is(why: str, budget: Budget, base: int, peak: int, g, violations: list[str], seconds: float) -> dict:
+    """``budget_report``'s answer when RoamRemat left the step without recomputation (it could not
+    analyse it): the step's own peak against the budget, no floor, and why."""
+    b = resolve_budget(budget, base)
+    return {
+        "budget_bytes": b,
+        "floor_bytes": None,
+        "floor": f"unknown: recomputation could not plan this step ({why})",
+        "planner": {
+            "peak_bytes": peak, "intermediate_bytes": peak - g.always_live_bytes, "order_bound_bytes": None,
+            "valid": not violations,
+            "note": "; ".join([f"no recomputation: {why}"] + [f"plan checker: {v}" for v in violations[:3]]),
+            "method": "no recomputation (step left as it is)" + ("" if peak <= b else ", arena over budget"),
+            "fits": peak <= b, "remat_peak_bytes": None, "unbudgeted_remat_peak_bytes": None,
+            "overhead_flops": 0.0, "overhead_time": 0.0, "overhead_bytes": 0.0,
+            "recomputed_ops": 0, "inplace_ops": 0, "plan_seconds": seconds,
         },
     }

@@ -61,6 +61,9 @@ class Floor:
         :func:`lower_bound`; no plan at all goes below it.
     truncated : bool
         The search stopped at its time limit, so more time may go lower.
+    measured : bool
+        ``bytes`` is a measured peak (the arena a layout planner gives, alignment and
+        fragmentation included), not perfect packing; ``live`` then includes the gaps.
     """
 
     bytes: int
@@ -69,13 +72,15 @@ class Floor:
     at_op: str
     lower_bound: int
     truncated: bool = False
+    measured: bool = False
 
     def describe(self) -> str:
         """``'X = parameters P + optimizer state S + inputs I + live L at op 'name''``."""
         names = {"param": "parameters", "state": "optimizer state", "input": "inputs", "const": "constants"}
         terms = [f"{names[k]} {format_bytes(self.parts.get(k, 0))}" for k in ("param", "state", "input", "const")
                  if self.parts.get(k) or k == "param"]
-        terms.append(f"{format_bytes(self.live)} live while {self.at_op!r} runs, recomputing all that lowers the peak")
+        terms.append(f"{format_bytes(self.live)} live while {self.at_op!r} runs, recomputing all that lowers the peak"
+                     + (" (laid out: alignment and gaps included)" if self.measured else ""))
         return f"{format_bytes(self.bytes)} = " + " + ".join(terms)
 
     def error(self, budget: int) -> BudgetError:

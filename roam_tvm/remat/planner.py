@@ -337,6 +337,10 @@ class RematPlanner:
                     f"the first that fits with perfect packing) is {format_bytes(least)}. Use a budget of "
                     f"at least {least} bytes.")
 
+    def plan_at(self, i: int) -> RematPlan:
+        """The plan of state ``i`` of the path grown so far (its own peak as the budget)."""
+        return self._make_plan(i, self.lives[i].peak)
+
     def _grow(self) -> bool:
         t0 = time.perf_counter()
         grew = self._step()

@@ -17,10 +17,12 @@ than the plain one the planner had before lean chains and hoisting.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Sequence
 
 from ..graph.model import Graph
 from .budget import Budget, resolve_budget
+from .cost import overheads
 from .floor import BudgetError, Floor
 from .planner import RematPlan, RematPlanner
 
@@ -67,6 +69,16 @@ class RematPortfolio:
         self.names = ["+".join(n for n, on in zip(words, paths[i]) if on) or "plain" for i in kept]
         self.g, self.costs, self.cost_model, self.flops = g, first.costs, cost_model, flops
         self.base_order, self.inplace, self.lower_bound = first.base_order, first.inplace, first.lower_bound
+        self._given_measured: int | None = None  # the measured peak of as_given(), once asked
+
+    def as_given(self, budget: int) -> RematPlan:
+        """The plan that changes nothing: the step in its binding order, no copies, nothing in place."""
+        order = list(range(len(self.g.ops)))
+        step_cost = sum(self.costs)
+        return RematPlan(self.g, order, self.g.peak(order), budget, {}, 0.0, step_cost, 0.0, self.cost_model,
+                         {"path": "as given", "overheads": overheads(self.g, [], self.flops),
+                          "unbudgeted_peak": self.unbudgeted_peak, "inplace_ops": 0, "hoists": 0,
+                          "plan_seconds": 0.0, "seconds": self.seconds, "truncated": False}, [])
 
     @property
     def unbudgeted_peak(self) -> int:
@@ -85,9 +97,37 @@ class RematPortfolio:
     def seconds(self) -> float:
         return sum(p.seconds for p in self.paths)
 
-    def floor(self) -> Floor:
-        """The lowest floor of the paths (runs each to its end)."""
-        return min((p.floor() for p in self.paths), key=lambda f: f.bytes)
+    def floor(self, measure: Callable[[RematPlan], int] | None = None) -> Floor:
+        """The lowest floor of the paths (runs each to its end).
+
+        With ``measure`` (as given to :meth:`plan`), the floor is measured: the least measured
+        peak of any state of any path and of the step as given, so that ``plan(b, measure)``
+        meets every ``b`` at or above it and refuses every ``b`` below (the perfect-packing floor
+        may be out of reach once laid out).
+        """
+        best = min((p.floor() for p in self.paths), key=lambda f: f.bytes)
+        if measure is None:
+            return best
+        least, at = self._measured_given(measure), best
+        for p in self.paths:
+            p.floor()  # grown to its end
+            # A measured peak is never below the perfect-packing one, and those never rise along
+            # the path: only the states packed below the least measured peak so far can go under
+            # it, a suffix of the path. Their least measured peak is the least budget the path's
+            # walk meets, so the floor is exact (a byte below it is refused).
+            i = len(p.states) - 1
+            while i >= 0 and p.lives[i].peak < least:
+                if i not in p.measured:  # the planner's own cache, shared with its measured walk
+                    p.measured[i] = int(measure(p.plan_at(i)))
+                if p.measured[i] < least:
+                    least, at = p.measured[i], p.floor()
+                i -= 1
+        return replace(at, bytes=least, live=least - self.g.always_live_bytes, measured=True)
+
+    def _measured_given(self, measure: Callable[[RematPlan], int]) -> int:
+        if self._given_measured is None:
+            self._given_measured = int(measure(self.as_given(self.unbudgeted_peak)))
+        return self._given_measured
 
     def seconds_for(self, budget: int) -> float:
         """Search seconds a fresh portfolio spends to plan ``budget``: each path grown until it fits
@@ -109,9 +149,18 @@ class RematPortfolio:
         Raises
         ------
         BudgetError
-            When no path fits: the error of the path with the lowest floor.
+            When no path fits: the error of the path with the lowest floor (with ``measure``,
+            the error naming the measured floor, :meth:`floor`).
         """
         b = resolve_budget(budget, self.unbudgeted_peak)
+        if measure is not None:
+            # The step as given, measured: every path's first state writes in place, which can
+            # lay out worse than the step itself, so a budget the step already meets (roam's
+            # own unbudgeted peak) could otherwise be refused or recomputed for.
+            if self._measured_given(measure) <= b:
+                given = self.as_given(b)
+                given.report["measured_peak"] = self._given_measured
+                return given
         best, errors = None, []
         for name, p in zip(self.names, self.paths):
             try:
@@ -123,6 +172,8 @@ class RematPortfolio:
             if best is None or plan.cost < best.cost:
                 best = plan
         if best is None:
+            if measure is not None:  # name the floor this budget is measured against
+                raise self.floor(measure).error(b)
             raise min(errors, key=lambda pe: pe[0].floor().bytes)[1]
         best.report["plan_seconds"] = self.seconds_for(b)
         return best

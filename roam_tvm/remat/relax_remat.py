@@ -21,6 +21,8 @@ is checked against the plan (peak <= budget) before it is returned.
 """
 from __future__ import annotations
 
+import warnings
+
 import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
@@ -28,6 +30,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 from ..graph.model import Graph
 from ..passes.extract import ExtractError, RelaxGraph, extract_graph
 from .budget import Budget, parse_budget
+from .floor import Floor
 from .planner import RematPlan
 from .portfolio import RematPortfolio
 from .relax_inplace import InplaceCalls, inplace_candidates
@@ -191,15 +194,16 @@ def remat_function(rg: RelaxGraph, plan: RematPlan, calls: InplaceCalls | None =
 
 def arena_peak(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, func: relax.Function, layout: dict,
                calls: InplaceCalls | None = None) -> int:
-    """Simulated peak of ``func`` in ``mod`` once lowered and laid out by ``RoamLayout(**layout)``."""
+    """Simulated peak of ``func`` in ``mod`` once lowered as roam's planners lower it
+    (``roam_lower_passes``) and laid out by ``RoamLayout(**layout)``."""
     from ..passes import RoamLayout
-    from ..runtime.pipeline import dataflow_lower_passes
+    from ..runtime.pipeline import roam_lower_passes
 
     m = mod.clone()
     m[gv] = func
     if calls is not None:
         calls.add_to(m)
-    lowered = tvm.transform.Sequential(dataflow_lower_passes())(m)
+    lowered = tvm.transform.Sequential(roam_lower_passes())(m)
     planned = RoamLayout(**layout)(lowered)
     return extract_graph(planned[gv], planned, gv.name_hint, planned=True).graph.peak()
 
@@ -238,7 +242,7 @@ class RoamRemat:
     plans : dict of str to RematPlan
         The plan applied to each function (for reports).
     planners : dict of str to RematPortfolio
-        The planner of each function (its ``floor()`` for reports).
+        The planner of each function (:meth:`floor` gives its floor for reports).
     """
 
     def __init__(self, budget: Budget | str | int, functions: list[str] | None = None,
@@ -253,9 +257,46 @@ class RoamRemat:
         self.cost_model = cost_model
         self.plans: dict[str, RematPlan] = {}
         self.planners: dict[str, RematPortfolio] = {}
+        self.measures: dict = {}  # function -> the peak measure its plan had to fit (None: perfect packing)
+        self.skipped: dict[str, str] = {}  # function -> why it was left without recomputation
+
+    def floor(self, name: str = "train_step") -> Floor:
+        """The floor of function ``name``'s planner, measured as its budget is (with ``layout``,
+        the laid-out arena: the least budget ``rewrite`` meets for it)."""
+        return self.planners[name].floor(self.measures.get(name))
 
     def transform_module(self, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
         return self.rewrite(mod)
+
+    def _rewrite_function(self, mod: tvm.IRModule, out: tvm.IRModule, gv: tvm.ir.GlobalVar, name: str) -> None:
+        """Plan function ``name`` of ``mod`` under the budget and put its rewrite into ``out``."""
+        rg = extract_graph(mod[gv], mod, name)
+        pairs = inplace_candidates(mod, rg) if self.inplace else None
+        planner = RematPortfolio(rg.graph, list(range(len(rg.graph.ops))), self.cost_model,
+                                 op_flops(mod, rg.graph), time_limit=self.time_limit, inplace=pairs,
+                                 **({} if self.paths is None else {"paths": self.paths}))
+        self.planners[name] = planner
+
+        def arena_measure(p: RematPlan) -> int:
+            calls = InplaceCalls(mod)
+            return arena_peak(mod, gv, remat_function(rg, p, calls), self.layout, calls)
+
+        measure = arena_measure if self.layout is not None else None
+        self.measures[name] = measure
+        plan = planner.plan(self.budget, measure)
+        self.plans[name] = plan
+        if not plan.source and not plan.inplace:
+            return
+        calls = InplaceCalls(out)
+        new_func = remat_function(rg, plan, calls)
+        trial = out.clone()  # ``out`` gets the kernels only once the rewrite is checked
+        calls.add_to(trial)
+        peak = extract_graph(new_func, trial, name).graph.peak()
+        if peak > plan.budget:
+            raise RuntimeError(f"RoamRemat: {name}: rewritten function peaks at {peak} B, over the "
+                               f"budget {plan.budget} B (plan said {plan.peak} B)")
+        calls.add_to(out)
+        out[gv] = new_func
 
     def rewrite(self, mod: tvm.IRModule) -> tvm.IRModule:
         """What the pass does, callable directly so that a ``BudgetError`` keeps its type
@@ -266,28 +307,14 @@ class RoamRemat:
         if missing:
             raise ValueError(f"RoamRemat: no function {missing} in the module; it has {sorted(names)}")
         for name in self.functions:
-            gv = names[name]
-            rg = extract_graph(mod[gv], mod, name)
-            pairs = inplace_candidates(mod, rg) if self.inplace else None
-            planner = RematPortfolio(rg.graph, list(range(len(rg.graph.ops))), self.cost_model,
-                                     op_flops(mod, rg.graph), time_limit=self.time_limit, inplace=pairs,
-                                     **({} if self.paths is None else {"paths": self.paths}))
-            self.planners[name] = planner
-            def arena_measure(p: RematPlan, gv=gv, rg=rg) -> int:
-                calls = InplaceCalls(mod)
-                return arena_peak(mod, gv, remat_function(rg, p, calls), self.layout, calls)
-            measure = arena_measure if self.layout is not None else None
-            plan = planner.plan(self.budget, measure)
-            self.plans[name] = plan
-            if not plan.source and not plan.inplace:
-                continue
-            calls = InplaceCalls(out)
-            new_func = remat_function(rg, plan, calls)
-            calls.add_to(out)
-            check = extract_graph(new_func, out, name).graph
-            peak = check.peak()
-            if peak > plan.budget:
-                raise RuntimeError(f"RoamRemat: {name}: rewritten function peaks at {peak} B, over the "
-                                   f"budget {plan.budget} B (plan said {plan.peak} B)")
-            out[gv] = new_func
+            try:
+                self._rewrite_function(mod, out, names[name], name)
+            except ExtractError as e:
+                # What the planner cannot analyse, or the rewrite cannot emit, stays as it is: no
+                # recomputation for that function (the report says whether it still fits), never
+                # a crash of the step or a program the plan does not describe.
+                self.skipped[name] = str(e)
+                self.plans.pop(name, None)
+                warnings.warn(f"RoamRemat: {name}: no recomputation, the function is left as it is: {e}",
+                              stacklevel=2)
         return out
