@@ -91,7 +91,9 @@ class UpdateEmitter:
     """Emits the ``R.call_tir_inplace`` updates into a function being built.
 
     Each update's outputs alias its inputs (nothing is allocated or copied); the emitted
-    vars are collected in ``updated`` so the step can return them and DCE keeps them.
+    vars are collected in ``updated`` so the step can return them and DCE keeps them, in a
+    fixed order whatever the program order: parameters (in parameter order), then carried
+    states, then BatchNorm statistics.
     """
 
     bb: relax.BlockBuilder
@@ -105,7 +107,7 @@ class UpdateEmitter:
     carried_new: list
     bn_info: list
     stats: list
-    updated: list = field(default_factory=list)
+    _updates: list = field(default_factory=list)  # (sort key, var)
     update_deps: dict = field(default_factory=dict)  # update var name -> what it mutates
     _kernels: dict = field(default_factory=dict)
 
@@ -116,9 +118,14 @@ class UpdateEmitter:
             self._kernels[key] = self.bb.add_func(prim, fname)
         return self._kernels[key]
 
-    def _emit(self, call: relax.Expr, name: str, mutates: str | None) -> None:
+    @property
+    def updated(self) -> list:
+        """The update vars: parameters, then carried states, then BatchNorm statistics."""
+        return [o for _, o in sorted(self._updates, key=lambda ko: ko[0])]
+
+    def _emit(self, call: relax.Expr, name: str, mutates: str | None, key: tuple) -> None:
         o = self.bb.emit(call, name_hint=name)
-        self.updated.append(o)
+        self._updates.append((key, o))
         if mutates is not None:
             self.update_deps[o.name] = mutates
 
@@ -139,7 +146,7 @@ class UpdateEmitter:
         out_ty = [p.ty] + [s.ty for s in sts]
         call = relax.op.call_tir_inplace(gv, [p, g] + sts + hyp, idx,
                                          out_ty if len(out_ty) > 1 else out_ty[0])
-        self._emit(call, f"upd_{ident(n)}", n)
+        self._emit(call, f"upd_{ident(n)}", n, (0, k))
 
     def _carry(self, k: int) -> None:
         cv, new, n = self.cvars[k], self.carried_new[k], self.carry_names[k]
@@ -147,7 +154,7 @@ class UpdateEmitter:
             new = self.bb.emit(new)
         nd, dt = cv.ty.ndim, str(cv.ty.dtype)
         gv = self._kernel(("copy", nd, dt), lambda: copy_kernel(nd, dt))
-        self._emit(relax.op.call_tir_inplace(gv, [cv, new], [0], cv.ty), f"upd_{ident(n)}", n)
+        self._emit(relax.op.call_tir_inplace(gv, [cv, new], [0], cv.ty), f"upd_{ident(n)}", n, (1, k))
 
     def _bn(self, k: int) -> None:
         spec, count, dtype = self.bn_info[k]
@@ -157,9 +164,9 @@ class UpdateEmitter:
         gv = self._kernel(("bn", spec.momentum, count, rm.ty.ndim, dtype),
                           lambda: bn_stats_kernel(spec.momentum, count, rm.ty.ndim, dtype))
         self._emit(relax.op.call_tir_inplace(gv, [rm, rv, m, v], [0, 1], [rm.ty, rv.ty]),
-                   f"upd_{ident(spec.name)}_stats", spec.name)
+                   f"upd_{ident(spec.name)}_stats", spec.name, (2, k, 0))
         if spec.track_count:
             c = self.signature.bn_states[f"{spec.name}.num_batches_tracked"]
             gv = self._kernel(("count",), lambda: counter_kernel("int64"))
             self._emit(relax.op.call_tir_inplace(gv, [c], [0], c.ty),
-                       f"upd_{ident(spec.name)}_count", None)
+                       f"upd_{ident(spec.name)}_count", None, (2, k, 1))
