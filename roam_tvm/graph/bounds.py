@@ -177,6 +177,12 @@ class _CutData:
         self.gcd = int(np.gcd.reduce(self.size)) if self.nr else 1
         self.gcd = max(self.gcd, 1)
 
+    def relatives(self, ops) -> tuple[dict, dict]:
+        """``(ancestors, descendants)`` of each op in ``ops``: op -> array of ops, itself included."""
+        anc = {j: breadth_first_order(self.pred, j, directed=True, return_predecessors=False) for j in ops}
+        desc = {j: breadth_first_order(self.succ, j, directed=True, return_predecessors=False) for j in ops}
+        return anc, desc
+
     def cut_at(self, j: int, prefix: list | None = None,
                fixed: np.ndarray | None = None) -> tuple[int, bool]:
         """``cut_j`` without always-live bytes; second value: capacities were coarsened.
@@ -449,8 +455,8 @@ def pair_cut_bound(g: Graph, profile: CutProfile, top: int = 8,
     ----------
     g : Graph
     profile : CutProfile
-        From :func:`cut_profile`; the ``top`` ops with the largest cuts (or,
-        where a cut was pruned, the largest known live bytes) are paired.
+        From :func:`cut_profile`; the ``top`` ops with the largest cuts are paired
+        (:func:`largest_cuts` solves the cuts a pruned profile skipped).
     top : int
         Ops paired (``top * (top - 1) / 2`` pairs, four min cuts each).
     time_limit : float, optional
@@ -470,8 +476,7 @@ def pair_cut_bound(g: Graph, profile: CutProfile, top: int = 8,
     ops = largest_cuts(g, profile, top, data, deadline)
     if len(ops) < 2:
         return best
-    anc = {j: breadth_first_order(data.pred, j, directed=True, return_predecessors=False) for j in ops}
-    desc = {j: breadth_first_order(data.succ, j, directed=True, return_predecessors=False) for j in ops}
+    anc, desc = data.relatives(ops)
     for i, a in enumerate(ops):
         for b in ops[i + 1:]:
             if time_limit is not None and time.perf_counter() - t0 > time_limit:

@@ -30,7 +30,6 @@ import time
 from itertools import combinations
 
 import numpy as np
-from scipy.sparse.csgraph import breadth_first_order
 
 from .bounds import CutProfile, _cut_data, forced_cut
 from .model import Graph
@@ -146,8 +145,7 @@ def set_cut_bound(g: Graph, profile: CutProfile, top: int = 24, grow_from: int =
     if len(cands) < 2:
         return best
     data = _cut_data(g)
-    desc = {j: breadth_first_order(data.succ, j, directed=True, return_predecessors=False) for j in cands}
-    anc = {j: breadth_first_order(data.pred, j, directed=True, return_predecessors=False) for j in cands}
+    anc, desc = data.relatives(cands)
     below = {j: set(desc[j].tolist()) for j in cands}
 
     def unrelated(a: int, b: int) -> bool:
