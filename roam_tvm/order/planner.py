@@ -49,7 +49,7 @@ from ..graph.set_bound import set_cut_bound
 from ..graph.model import Graph, GraphError
 from .cutrepair import cut_guided_repair
 from .heuristics import HEURISTICS, best_heuristic, heuristic_orders
-from .refine import peak_segment, peak_segment_proved, refine_pass
+from .refine import peak_segment, peak_segment_proved, refine_pass, valid_and_no_worse
 from .result import OrderResult
 from .segments import fixed_positions
 from .updates import DEFAULT_DELAY_RADIUS, schedule_updates
@@ -291,13 +291,7 @@ def plan_order(g: Graph, time_limit: float = 10.0, node_budget: int = 100,
     # windows per structure that was solved once and used more than once
     rep["groups"] = [u for u in uses if u > 1][:50]
     # 4. guarantees
-    try:
-        g.check_order(order)
-        peak = g.peak(order)
-    except GraphError:
-        order, peak = program, program_peak
-    if peak > program_peak:
-        order, peak = program, program_peak
+    order, peak = valid_and_no_worse(g, order, program, program_peak)
     res.order, res.peak = order, peak
     res.seconds = time.perf_counter() - t0
     report["peak"] = peak

@@ -20,7 +20,7 @@ from .result import OrderResult
 from .segments import segments
 from .tree import center_of, windows
 
-__all__ = ["refine_pass", "peak_segment", "peak_segment_proved"]
+__all__ = ["refine_pass", "peak_segment", "peak_segment_proved", "valid_and_no_worse"]
 
 
 def _solve_one(args: tuple[Piece, float, int, float]) -> tuple[list[int], int, str, bool]:
@@ -216,13 +216,7 @@ def refine_pass(g: Graph, order: list[int], peak: int, lb: int, fixed: list[int]
         if not _check_local(pc, loc):
             continue
         new[w[0]:w[1]] = [pc.ops[i] for i in loc]
-    try:
-        g.check_order(new)
-        new_peak = g.peak(new)
-    except GraphError:
-        new, new_peak = order, peak
-    if new_peak > peak:
-        new, new_peak = order, peak
+    new, new_peak = valid_and_no_worse(g, new, order, peak)
     if new is order:  # nothing applied: only the earlier proofs still hold
         proved.clear()
         proved |= was_proved
@@ -244,7 +238,8 @@ def peak_segment_proved(g: Graph, order: list[int], fixed: list[int], proved: se
     prof = g.live_profile(order)
     peak = max(prof, default=0)
     at_peak = [i for i, v in enumerate(prof) if v == peak]
-    pos_fixed = {order.index(v) for v in fixed} if fixed else set()
+    pos = {v: i for i, v in enumerate(order)}
+    pos_fixed = {pos[v] for v in fixed}
     for lo, hi in segments(g, order, fixed):
         if (lo, hi) in proved and any(lo <= i < hi for i in at_peak):
             return True
@@ -256,3 +251,14 @@ def peak_segment(g: Graph, order: list[int], fixed: list[int]) -> tuple[int, int
     prof = g.live_profile(order)
     at = prof.index(max(prof)) if prof else -1
     return next(((lo, hi) for lo, hi in segments(g, order, fixed) if lo <= at < hi), None)
+
+
+def valid_and_no_worse(g: Graph, order: list[int], fallback: list[int], fallback_peak: int) -> tuple[list[int], int]:
+    """``(order, its peak)`` when ``order`` passes ``g.check_order`` and peaks no higher than
+    ``fallback_peak``, else ``(fallback, fallback_peak)``."""
+    try:
+        g.check_order(order)
+        peak = g.peak(order)
+    except GraphError:
+        return fallback, fallback_peak
+    return (order, peak) if peak <= fallback_peak else (fallback, fallback_peak)
