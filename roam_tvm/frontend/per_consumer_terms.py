@@ -63,7 +63,8 @@ def _split_block(block: relax.DataflowBlock, frozen: set) -> relax.DataflowBlock
     readers: dict = {v: [] for v in order}
     for v in order:
         for a in getattr(value[v], "args", []):
-            if isinstance(a, relax.Var) and a in readers and v not in readers[a]:
+            # bindings come in order, so a reader reading ``a`` twice is the last one listed
+            if isinstance(a, relax.Var) and a in readers and not (readers[a] and readers[a][-1].same_as(v)):
                 readers[a].append(v)
     before: dict = {}  # var -> copies to emit right before its binding
     for v in reversed(order):  # readers first: a copy of a later term is a reader of an earlier one
