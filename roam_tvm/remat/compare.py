@@ -18,18 +18,36 @@ Two peaks are reported, honestly apart:
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import tvm
 
 from .budget import Budget, resolve_budget
 from .relax_remat import RoamRemat
 
-__all__ = ["budget_report"]
+__all__ = ["BudgetedPlan", "budget_report", "plan_budgeted"]
+
+
+@dataclass
+class BudgetedPlan:
+    """A step planned under a budget: the module and what ``budget_report`` says of it."""
+
+    #: the step after RoamLayout (arena offsets in place), ready for
+    #: ``roam_tvm.runtime.pipeline.finalize_rest_passes`` and ``tvm.compile``
+    module: tvm.IRModule
+    report: dict
 
 
 def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int | None = None,
                   order_options: dict | None = None, layout_options: dict | None = None,
                   time_limit: float = 180.0) -> dict:
+    """Plan ``ts`` under ``budget`` and simulate it (``plan_budgeted(...).report``)."""
+    return plan_budgeted(ts, budget, target, unbudgeted_peak, order_options, layout_options, time_limit).report
+
+
+def plan_budgeted(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int | None = None,
+                  order_options: dict | None = None, layout_options: dict | None = None,
+                  time_limit: float = 180.0, paths=None) -> BudgetedPlan:
     """Plan ``ts`` under ``budget`` and simulate it.
 
     Parameters
@@ -46,12 +64,14 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
     time_limit : float
         Seconds for the recomputation search (the issue's planning target);
         a truncated search is reported in the floor's text.
+    paths : sequence of tuples, optional
+        The recomputation planner's greedy paths (``RoamRemat(paths=...)``); default all.
 
     Returns
     -------
-    dict
-        ``budget_bytes``, ``floor_bytes`` (the least budget met: the arena of the lowest plan,
-        measured as the budget is), ``floor`` (its parts, as text) and
+    BudgetedPlan
+        ``module``: the planned step; ``report``: ``budget_bytes``, ``floor_bytes`` (the least
+        budget met: the arena of the lowest plan, measured as the budget is), ``floor`` (its parts, as text) and
         ``planner`` (the ``roam-budget`` entry: peaks, overheads, recomputed ops).
     """
     from ..passes import RoamLayout, RoamPlan, extract_graph, latest_order
@@ -79,7 +99,7 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
         ordered = reorder_function_in(scheduled, func, rec.order) if rec and rec.order else scheduled
         if budget.fraction is not None and unbudgeted_peak is not None:
             budget = Budget(bytes=resolve_budget(budget, unbudgeted_peak), text=budget.text)
-        remat = RoamRemat(budget, functions=[func], layout=layout, time_limit=time_limit)
+        remat = RoamRemat(budget, functions=[func], layout=layout, time_limit=time_limit, paths=paths)
         budgeted = remat.rewrite(ordered)
         lowered = tvm.transform.Sequential(lower)(budgeted)
         planned = RoamLayout(**layout)(lowered)
@@ -90,11 +110,12 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
     violations += check_plan(lowered[func], planned[func], planned)
     peak, g = planned_peak(planned[func], planned)
     if func in remat.skipped:
-        return _left_as_is(remat.skipped[func], budget, unbudgeted_peak or peak, peak, g, violations, seconds)
+        return BudgetedPlan(planned, _left_as_is(remat.skipped[func], budget, unbudgeted_peak or peak, peak, g,
+                                                 violations, seconds))
     plan, floor = remat.plans[func], remat.floor(func)
     over = plan.report["overheads"]
     time_share = over.get("roofline")
-    return {
+    return BudgetedPlan(planned, {
         "budget_bytes": plan.budget,
         "floor_bytes": floor.bytes,
         "floor": floor.describe() + ("" if floor.measured else " (perfect packing on the call_tir-level graph)")
@@ -118,7 +139,7 @@ def budget_report(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
             "inplace_ops": len(plan.inplace),
             "plan_seconds": seconds,
         },
-    }
+    })
 
 
 def _left_as_is(why: str, budget: Budget, base: int, peak: int, g, violations: list[str], seconds: float) -> dict:

@@ -36,15 +36,20 @@ def main(request_path: str) -> None:
         req = json.load(f)
     import numpy as np
     import tvm
-    from tvm import relax
+    from tvm.runtime.vm import VirtualMachine  # the runtime's VM: no compiler needed
 
     device = req.get("device", "cpu")
+    if os.environ.get("ROAM_TVM_KERNELS"):  # a CUDA step built elsewhere: see prebuilt_kernels.py
+        from prebuilt_kernels import load_cuda_runtime, use_prebuilt_kernels  # this script's folder
+
+        load_cuda_runtime()
+        use_prebuilt_kernels(os.environ["ROAM_TVM_KERNELS"])
     counter = _counter()
     read = _reader(counter, device)
     dev = tvm.cuda(0) if device == "cuda" else tvm.cpu()
     before_load = read("live")
     exe = tvm.runtime.load_module(req["library"])
-    vm = relax.VirtualMachine(exe, dev, memory_cfg=req["allocator"])
+    vm = VirtualMachine(exe, dev, memory_cfg=req["allocator"])
     fn = vm[req["func"]]
     dev.sync()
     # What loading left live (the module's constants) is reported apart, not in the step's bytes.

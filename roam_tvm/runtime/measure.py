@@ -39,7 +39,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import tvm
-from tvm import relax
+from tvm.runtime.vm import VirtualMachine  # the runtime's VM (relax.VirtualMachine): no compiler needed
 
 __all__ = [
     "Availability",
@@ -47,6 +47,8 @@ __all__ = [
     "cuda_available",
     "cuda_mem_info",
     "inputs_from_signature",
+    "inputs_from_specs",
+    "signature_specs",
     "StepRunner",
     "StepMeasurement",
 ]
@@ -136,14 +138,23 @@ def _is_cuda(dev) -> bool:
     return dev.dlpack_device_type() == tvm.cuda(0).dlpack_device_type()
 
 
-def inputs_from_signature(func: relax.Function, seed: int = 0, scale: float = 0.1) -> list[np.ndarray]:
-    """Random numpy inputs for a Relax function's tensor parameters (static shapes)."""
-    rng = np.random.default_rng(seed)
+def signature_specs(func: "tvm.relax.Function") -> list[tuple[list[int], str]]:
+    """``(shape, dtype)`` of each tensor parameter of a Relax function (static shapes)."""
     out = []
     for param in func.params:
         sinfo = getattr(param, "ty", None) or getattr(param, "struct_info")
         shape = [int(s) for s in (sinfo.shape.values if hasattr(sinfo.shape, "values") else sinfo.shape)]
-        dtype = str(sinfo.dtype)
+        out.append((shape, str(sinfo.dtype)))
+    return out
+
+
+def inputs_from_specs(specs, seed: int = 0, scale: float = 0.1) -> list[np.ndarray]:
+    """Random numpy arrays for ``(shape, dtype)`` specs: floats ``N(0, scale)``, integers and
+    booleans in {0, 1}. The same specs and seed give the same arrays on any machine, so a step
+    built here and run elsewhere gets the arguments it would get here."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for shape, dtype in specs:
         if dtype.startswith("float"):
             out.append((rng.standard_normal(shape) * scale).astype(dtype))
         elif dtype == "bool":
@@ -151,6 +162,11 @@ def inputs_from_signature(func: relax.Function, seed: int = 0, scale: float = 0.
         else:
             out.append(rng.integers(0, 2, size=shape).astype(dtype))
     return out
+
+
+def inputs_from_signature(func: "tvm.relax.Function", seed: int = 0, scale: float = 0.1) -> list[np.ndarray]:
+    """Random numpy inputs for a Relax function's tensor parameters (static shapes)."""
+    return inputs_from_specs(signature_specs(func), seed, scale)
 
 
 @dataclass
@@ -196,7 +212,7 @@ class StepRunner:
         if isinstance(exe, (str, bytes)) or hasattr(exe, "__fspath__"):
             exe = tvm.runtime.load_module(str(exe))
         self.exe = exe
-        self.vm = relax.VirtualMachine(exe, self.device, memory_cfg="pooled")
+        self.vm = VirtualMachine(exe, self.device, memory_cfg="pooled")
         self.inputs: list = []
         if inputs is not None:
             self.set_inputs(inputs)

@@ -1,0 +1,173 @@
+"""Run the steps ``gpu_export.py`` built, on a CUDA GPU, with TVM's runtime alone; planned against measured.
+
+    TVM_USE_RUNTIME_LIB=1 PYTHONPATH=<tvm runtime>:. python benchmarks/gpu_run.py .gpu --out gpu_truth.json
+
+Per build of the manifest this records, beside the planned figures written at export:
+
+``measured_bytes``
+    the highest bytes live at ``cudaMalloc`` during a step (``measure_step``: a counter preloaded
+    into a child process, the VM's ``naive`` allocator, exact sizes; two steps; arguments included);
+``pooled_device_api_bytes``
+    the same step under TVM's default ``pooled`` allocator, read from ``cudaMemGetInfo`` (driver
+    pages, kernel workspaces and everything else on the GPU included);
+``step_ms``
+    the median of ``--repeat`` timed steps after a warm-up (pooled allocator);
+``bit_identical``
+    whether every output and every argument updated in place is bit for bit the reference build's
+    (``tvm-default`` for ``roam``; the unbudgeted ``roam`` for ``roam-budget``), from the same
+    arguments;
+``measured_overhead_time`` (``roam-budget``)
+    its median step time over the unbudgeted build's, less one: the recomputation's real cost on
+    this GPU, beside the roofline prediction (``overhead_time``).
+
+and per model PyTorch eager on the same GPU (``torch.cuda.max_memory_allocated`` and step time, no TF32).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+
+def _flat(value) -> list:
+    """Every tensor of a VM result (nested tuples flattened), as numpy arrays."""
+    if hasattr(value, "numpy"):
+        return [value.numpy()]
+    return [a for item in value for a in _flat(item)]
+
+
+def _same_bits(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+                                    for x, y in zip(a, b))
+
+
+def run_build(entry: dict, folder: str, repeat: int) -> tuple[dict, list]:
+    """Measure, time and run one build; (its measured figures, its result bits)."""
+    from roam_tvm.runtime.cpu_measure import measure_step
+    from roam_tvm.runtime.measure import StepRunner, inputs_from_specs
+
+    library = os.path.join(folder, entry["library"])
+    a = entry["arguments"]
+    args = inputs_from_specs([(s, d) for s, d in a["specs"]], a["seed"], a["scale"])
+    out: dict = {}
+    start = time.perf_counter()
+    resident = None
+    try:
+        naive = measure_step(library, args, entry["func"], "cuda", allocator="naive", steps=2)
+        resident = naive.resident_bytes
+        out.update(measured_bytes=naive.peak_bytes, measured=naive.to_dict(),
+                   measured_over_planned=naive.peak_bytes / entry["planned_bytes"])
+    except Exception as err:  # pylint: disable=broad-except  # the counter failed: time the step all the same
+        out["measure_error"] = f"{type(err).__name__}: {err}"[:4000]
+    runner = StepRunner(library, "cuda", func=entry["func"], inputs=args)
+    bits = _flat(runner.run()) + [t.numpy() for t in runner.inputs]  # outputs, then in-place updates
+    runner.set_inputs(args)
+    timing = runner.measure(repeat=repeat, warmup=1, memory=True)
+    out.update(step_ms=timing.median_s * 1e3, times_ms=[t * 1e3 for t in timing.times_s],
+               # arguments (counted exactly above) + what the pooled step added on the driver's count
+               pooled_device_api_bytes=None if timing.peak_step_bytes is None or resident is None
+               else resident + timing.peak_step_bytes,
+               pooled_step_bytes=timing.peak_step_bytes, seconds=time.perf_counter() - start)
+    del runner
+    return out, bits
+
+
+def pytorch_on_gpu(entry: dict, repeat: int) -> dict:
+    """PyTorch eager's peak and step time for the entry's model and sizes."""
+    from gpu_truth import pytorch_eager
+
+    from roam_tvm.zoo import get_model
+
+    spec = get_model(entry["model"], **{k: v for k, v in entry["sizes"].items()})
+    try:
+        return pytorch_eager(spec, {"device": "cuda"}, repeat)
+    except Exception as err:  # pylint: disable=broad-except  # reported, the TVM rows still count
+        return {"error": f"{type(err).__name__}: {err}"}
+
+
+def _machine() -> dict:
+    info = {"platform": platform.platform(), "python": platform.python_version()}
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, check=False, timeout=30)
+        info["gpu"] = smi.stdout.strip()
+    except (OSError, subprocess.SubprocessError) as err:
+        info["gpu"] = f"nvidia-smi failed: {err}"
+    import torch
+
+    import tvm
+
+    info.update(torch=torch.__version__, tvm=getattr(tvm, "__version__", None))
+    return info
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folder", help="gpu_export.py's --out folder")
+    ap.add_argument("--out", required=True, help="JSON to write")
+    ap.add_argument("--repeat", type=int, default=5, help="timed steps per build (median reported)")
+    ap.add_argument("--only", nargs="*", default=None, help="keys to run (default all)")
+    ap.add_argument("--deadline", type=float, default=None,
+                    help="seconds after which no further build is started (the JSON keeps what ran)")
+    args = ap.parse_args(argv)
+    from roam_tvm.runtime.prebuilt_kernels import KERNELS_ENV, load_cuda_runtime, use_prebuilt_kernels
+
+    with open(os.path.join(args.folder, "manifest.json"), encoding="utf-8") as f:
+        manifest = json.load(f)
+    kernels = os.path.abspath(os.path.join(args.folder, "kernels"))
+    load_cuda_runtime()
+    use_prebuilt_kernels(kernels)
+    os.environ[KERNELS_ENV] = kernels  # the measuring children load the same binaries
+    result = {"command": "python benchmarks/gpu_run.py " + " ".join(sys.argv[1:] if argv is None else argv),
+              "export": {k: manifest.get(k) for k in ("commands", "versions", "machine", "arch")},
+              "machine": _machine(), "entries": {}, "pytorch": {}}
+    bits: dict = {}
+
+    def save() -> None:
+        with open(args.out, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=1)
+
+    start = time.perf_counter()
+    for entry in manifest["entries"]:
+        if args.only and entry["key"] not in args.only:
+            continue
+        if args.deadline is not None and time.perf_counter() - start > args.deadline:
+            result.setdefault("skipped", []).append(f"{entry['key']}.{entry['planner']} (deadline)")
+            save()
+            continue
+        name = f"{entry['key']}.{entry['planner']}"
+        try:
+            measured, bits[name] = run_build(entry, args.folder, args.repeat)
+        except Exception as err:  # pylint: disable=broad-except  # one failed build must not lose the others
+            measured = {"error": f"{type(err).__name__}: {err}"[:4000]}
+        row = {**{k: v for k, v in entry.items() if k not in ("arguments",)}, **measured}
+        ref = entry.get("bit_identical_to")
+        if ref and name in bits and ref in bits:
+            row["bit_identical"] = _same_bits(bits[name], bits[ref])
+            base = result["entries"][ref]
+            row["measured_time_ratio"] = row["step_ms"] / base["step_ms"]
+            if entry["planner"] == "roam-budget":
+                row["measured_overhead_time"] = row["measured_time_ratio"] - 1
+        result["entries"][name] = row
+        print(f"{name}: planned {entry['planned_bytes']:,} measured {row.get('measured_bytes', 'n/a')} B, "
+              f"{row.get('step_ms', float('nan')):.1f} ms, bit-identical {row.get('bit_identical')} "
+              f"{row.get('error', '')}", flush=True)
+        save()
+        if entry["key"] not in result["pytorch"]:
+            result["pytorch"][entry["key"]] = pytorch_on_gpu(entry, args.repeat)
+            print(f"{entry['key']} pytorch: {result['pytorch'][entry['key']]}"[:600], flush=True)
+            save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
