@@ -7,9 +7,9 @@ Per build of the manifest this records, beside the planned figures written at ex
 ``measured_bytes``
     the highest bytes live at ``cudaMalloc`` during a step (``measure_step``: a counter preloaded
     into a child process, the VM's ``naive`` allocator, exact sizes; two steps; arguments included);
-``pooled_device_api_bytes``
-    the same step under TVM's default ``pooled`` allocator, read from ``cudaMemGetInfo`` (driver
-    pages, kernel workspaces and everything else on the GPU included);
+``measured_pooled_bytes``, ``device_api_bytes``
+    the same step under TVM's default ``pooled`` allocator: counted the same way, and read from
+    ``cudaMemGetInfo`` before the arguments and after the step (driver pages; everything on the GPU);
 ``step_ms``
     the median of ``--repeat`` timed steps after a warm-up (pooled allocator);
 ``bit_identical``
@@ -60,23 +60,25 @@ def run_build(entry: dict, folder: str, repeat: int) -> tuple[dict, list]:
     args = inputs_from_specs([(s, d) for s, d in a["specs"]], a["seed"], a["scale"])
     out: dict = {}
     start = time.perf_counter()
-    resident = None
-    try:
-        naive = measure_step(library, args, entry["func"], "cuda", allocator="naive", steps=2)
-        resident = naive.resident_bytes
-        out.update(measured_bytes=naive.peak_bytes, measured=naive.to_dict(),
-                   measured_over_planned=naive.peak_bytes / entry["planned_bytes"])
-    except Exception as err:  # pylint: disable=broad-except  # the counter failed: time the step all the same
-        out["measure_error"] = f"{type(err).__name__}: {err}"[:4000]
+    # Bytes in fresh child processes (a process's allocator pools would blur one build into the next).
+    for allocator in ("naive", "pooled"):
+        try:
+            m = measure_step(library, args, entry["func"], "cuda", allocator=allocator, steps=2)
+        except Exception as err:  # pylint: disable=broad-except  # the counter failed: time the step all the same
+            out[f"{allocator}_measure_error"] = f"{type(err).__name__}: {err}"[:4000]
+            continue
+        if allocator == "naive":
+            out.update(measured_bytes=m.peak_bytes, measured=m.to_dict(),
+                       measured_over_planned=m.peak_bytes / entry["planned_bytes"])
+        else:  # TVM's default allocator: counted, and as the driver saw it (cudaMemGetInfo, 2 MiB pages)
+            out.update(measured_pooled_bytes=m.peak_bytes,
+                       device_api_bytes=max((b for b in m.device_api_bytes if b is not None), default=None))
     runner = StepRunner(library, "cuda", func=entry["func"], inputs=args)
     bits = _flat(runner.run()) + [t.numpy() for t in runner.inputs]  # outputs, then in-place updates
     runner.set_inputs(args)
-    timing = runner.measure(repeat=repeat, warmup=1, memory=True)
+    timing = runner.measure(repeat=repeat, warmup=1, memory=False)
     out.update(step_ms=timing.median_s * 1e3, times_ms=[t * 1e3 for t in timing.times_s],
-               # arguments (counted exactly above) + what the pooled step added on the driver's count
-               pooled_device_api_bytes=None if timing.peak_step_bytes is None or resident is None
-               else resident + timing.peak_step_bytes,
-               pooled_step_bytes=timing.peak_step_bytes, seconds=time.perf_counter() - start)
+               seconds=time.perf_counter() - start)
     del runner
     return out, bits
 
@@ -88,10 +90,14 @@ def pytorch_on_gpu(entry: dict, repeat: int) -> dict:
     from roam_tvm.zoo import get_model
 
     spec = get_model(entry["model"], **{k: v for k, v in entry["sizes"].items()})
+    import torch
+
     try:
         return pytorch_eager(spec, {"device": "cuda"}, repeat)
     except Exception as err:  # pylint: disable=broad-except  # reported, the TVM rows still count
-        return {"error": f"{type(err).__name__}: {err}"}
+        return {"error": f"{type(err).__name__}: {err}"[:2000]}
+    finally:
+        torch.cuda.empty_cache()  # give PyTorch's cached blocks back before the next TVM build runs
 
 
 def _machine() -> dict:
@@ -110,6 +116,37 @@ def _machine() -> dict:
     return info
 
 
+def table(result: dict) -> str:
+    """Markdown: planned against measured per build, and PyTorch eager on the same GPU (bytes, ms)."""
+    lines = [f"GPU: {result['machine'].get('gpu')}; `{result['command']}`", "",
+             "| model | planner | planned B | measured B | measured/planned | pooled B | driver B | step ms "
+             "| bit-identical to | overhead: roofline / measured |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for e in result["entries"].values():
+        if "error" in e:
+            lines.append(f"| {e['key']} | {e['planner']} | {e['planned_bytes']:,} | error: {e['error'][:80]} |"
+                         " | | | | | |")
+            continue
+        over = ""
+        if e.get("overhead_time") is not None and e.get("measured_overhead_time") is not None:
+            over = f"{100 * e['overhead_time']:.2f}% / {100 * e['measured_overhead_time']:.2f}%"
+        ident = "" if e.get("bit_identical") is None else f"{e['bit_identical_to'].split('.')[-1]}: {e['bit_identical']}"
+        measured = e.get("measured_bytes")
+        ratio = "" if measured is None else f"{measured / e['planned_bytes']:.5f}"
+        lines.append(f"| {e['key']} | {e['planner']} | {e['planned_bytes']:,} | "
+                     f"{'n/a' if measured is None else f'{measured:,}'} | "
+                     f"{ratio} | "
+                     f"{e.get('measured_pooled_bytes') or 0:,} | {e.get('device_api_bytes') or 0:,} | "
+                     f"{e['step_ms']:.1f} | {ident} | {over} |")
+    lines += ["", "| model | PyTorch eager max_memory_allocated B | step ms |", "|---|---|---|"]
+    for key, p in result["pytorch"].items():
+        if "error" in p:
+            lines.append(f"| {key} | error: {p['error'][:100]} | |")
+        else:
+            lines.append(f"| {key} | {p['max_memory_allocated_bytes']:,} | {p['step_ms']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder", help="gpu_export.py's --out folder")
@@ -118,7 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", default=None, help="keys to run (default all)")
     ap.add_argument("--deadline", type=float, default=None,
                     help="seconds after which no further build is started (the JSON keeps what ran)")
+    ap.add_argument("--table", action="store_true", help="print the Markdown table of an --out JSON and stop")
     args = ap.parse_args(argv)
+    if args.table:
+        with open(args.out, encoding="utf-8") as f:
+            print(table(json.load(f)), end="")
+        return 0
     from roam_tvm.runtime.prebuilt_kernels import KERNELS_ENV, load_cuda_runtime, use_prebuilt_kernels
 
     with open(os.path.join(args.folder, "manifest.json"), encoding="utf-8") as f:

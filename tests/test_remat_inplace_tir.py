@@ -97,6 +97,16 @@ def test_elementwise_and_staged_kernels_are_accepted():
     assert inplace_pairs(staged, 1) == [(0, 0)]
 
 
+def test_kernels_for_a_gpu_accept_the_elementwise_rule_only():
+    # On an H200, staged kernels written in place gave other bits than the out-of-place step
+    # and needed global scratch outside the plan: the GPU schedule inlines the earlier stage
+    # (a read of the input at any element) into the writer. Elementwise kernels stay.
+    assert inplace_pairs(add, 2, parallel=True) == [(0, 0), (0, 1)]
+    assert inplace_pairs(staged, 1, parallel=True) == []
+    assert "another stage" in inplace_safe(staged, 0, 0, 1, parallel=True)
+    assert inplace_safe(staged, 0, 0, 1) is None
+
+
 @pytest.mark.parametrize("func, n_in, why", [
     (transpose, 1, "another element"),
     (shifted, 1, "another element"),

@@ -12,7 +12,8 @@ fused PrimFunc this module proves it, or refuses, with two rules:
     ``in_k`` is read once, just before it is overwritten;
 (b) *earlier stages*: every other block reading ``in_k`` lies in a root-level
     statement (loop nest) before the one holding the writer of ``out_m``, so
-    it has finished before the first write.
+    it has finished before the first write. Not for kernels a GPU will run
+    (``parallel=True``): its schedule inlines such a stage into the writer.
 
 Anything else is refused: ``in_k`` and ``out_m`` of different shape or dtype
 (byte-equal but reshaped storage would need index flattening), a reduction
@@ -130,7 +131,7 @@ def _check_elementwise(b: _Block, store, in_buf) -> None:
             raise _Refuse(f"block {blk.name_hint!r} reads the input at another element than it writes")
 
 
-def _check(func: tirx.PrimFunc, out_m: int, in_k: int, n_inputs: int) -> None:
+def _check(func: tirx.PrimFunc, out_m: int, in_k: int, n_inputs: int, parallel: bool = False) -> None:
     params = list(func.params)
     if not (0 <= in_k < n_inputs <= len(params)) or not (0 <= n_inputs + out_m < len(params)):
         raise _Refuse("index out of range")
@@ -177,11 +178,17 @@ def _check(func: tirx.PrimFunc, out_m: int, in_k: int, n_inputs: int) -> None:
     for r in readers:
         if r is wb:
             _check_elementwise(wb, store, ib)
+        elif parallel:
+            # GPU schedules inline injective stages into their consumer: a stage reading the input
+            # elsewhere than the element written would then race with the writes (or be staged
+            # through global scratch, outside the memory plan); measured on an H200
+            raise _Refuse(f"block {r.block.name_hint!r} reads the input in another stage (rule (b) holds "
+                          "for sequential loops only)")
         elif r.top >= wb.top:
             raise _Refuse(f"block {r.block.name_hint!r} reads the input after the output is first written")
 
 
-def inplace_safe(func: tirx.PrimFunc, out_m: int, in_k: int, n_inputs: int) -> str | None:
+def inplace_safe(func: tirx.PrimFunc, out_m: int, in_k: int, n_inputs: int, parallel: bool = False) -> str | None:
     """None when output ``out_m`` may be written into input ``in_k``; else why not.
 
     Parameters
@@ -191,18 +198,21 @@ def inplace_safe(func: tirx.PrimFunc, out_m: int, in_k: int, n_inputs: int) -> s
     out_m, in_k : int
         Output index (among the outputs) and input index.
     n_inputs : int
+    parallel : bool
+        The kernel will be scheduled for a GPU (rule (a) only: no other stage may read the input).
     """
     try:
-        _check(func, out_m, in_k, n_inputs)
+        _check(func, out_m, in_k, n_inputs, parallel)
     except _Refuse as e:
         return str(e)
     return None
 
 
-def inplace_pairs(func: tirx.PrimFunc, n_inputs: int) -> list[tuple[int, int]]:
+def inplace_pairs(func: tirx.PrimFunc, n_inputs: int, parallel: bool = False) -> list[tuple[int, int]]:
     """Every (output index, input index) pair :func:`inplace_safe` accepts."""
     n_out = len(func.params) - n_inputs
-    return [(m, k) for m in range(n_out) for k in range(n_inputs) if inplace_safe(func, m, k, n_inputs) is None]
+    return [(m, k) for m in range(n_out) for k in range(n_inputs)
+            if inplace_safe(func, m, k, n_inputs, parallel) is None]
 
 
 def inplace_kernel(func: tirx.PrimFunc, pairs: list[tuple[int, int]], n_inputs: int, name: str) -> tirx.PrimFunc:

@@ -39,11 +39,12 @@ def _arg_tensor(rg: RelaxGraph, arg) -> int | None:
     return ids[0] if ids and len(ids) == 1 and isinstance(arg.ty, relax.TensorType) else None
 
 
-def inplace_candidates(mod: tvm.IRModule, rg: RelaxGraph) -> dict[int, list[tuple[int, int]]]:
+def inplace_candidates(mod: tvm.IRModule, rg: RelaxGraph, parallel: bool = False) -> dict[int, list[tuple[int, int]]]:
     """Op id -> (input tensor, output tensor) pairs its kernel is proven safe for (see module notes).
 
     An argument passed twice is never overwritten (the kernel would see the
-    write through its other parameter).
+    write through its other parameter). ``parallel``: the kernels will be scheduled
+    for a GPU (``inplace_tir.inplace_safe``'s stricter rule).
     """
     cache: dict[str, list[tuple[int, int]]] = {}
     out: dict[int, list[tuple[int, int]]] = {}
@@ -59,7 +60,7 @@ def inplace_candidates(mod: tvm.IRModule, rg: RelaxGraph) -> dict[int, list[tupl
         if not isinstance(func, tirx.PrimFunc) or len(func.params) != len(args) + len(op.outputs):
             continue
         if gv.name_hint not in cache:
-            cache[gv.name_hint] = inplace_pairs(func, len(args))
+            cache[gv.name_hint] = inplace_pairs(func, len(args), parallel)
         tensors = [_arg_tensor(rg, a) for a in args]
         pairs = []
         for m, k in cache[gv.name_hint]:
