@@ -1,7 +1,7 @@
 """Robust GPU scheduling of every PrimFunc of a module.
 
 TVM's stock ``dl.ApplyDefaultSchedule(Matmul, GEMV, Reduction, GeneralReduction,
-Fallback)`` takes the *first rule that returns a schedule*, and fails on training
+Fallback)`` (``roam_rules`` adds ``ReductionIntoEpilogue`` before ``Fallback``) takes the *first rule that returns a schedule*, and fails on training
 graphs in two ways (tvm-notes, "Building"):
 
 * a rule raises while scheduling (``dl.gpu.GEMV`` asserts ``s_loops`` on a fused
@@ -52,6 +52,7 @@ __all__ = [
     "robust_schedule",
     "stock_dlight_schedule",
     "default_rules",
+    "roam_rules",
     "schedule_func",
     "simple_gpu_schedule",
     "check_lowers",
@@ -72,6 +73,17 @@ def default_rules() -> list[tuple[str, object]]:
         ("GeneralReduction", dl.gpu.GeneralReduction()),
         ("Fallback", dl.gpu.Fallback()),
     ]
+
+
+def roam_rules() -> list[tuple[str, object]]:
+    """``default_rules`` with ``ReductionIntoEpilogue`` before ``Fallback``: a fused kernel that the
+    stock rules leave to the fallback computes a reduction its last stage reads in that stage's
+    threads, not through global scratch (``epilogue_schedule.py``)."""
+    from .epilogue_schedule import RULE_NAME, ReductionIntoEpilogue  # pylint: disable=import-outside-toplevel
+
+    rules = default_rules()
+    at = [name for name, _ in rules].index("Fallback")
+    return rules[:at] + [(RULE_NAME, ReductionIntoEpilogue())] + rules[at:]
 
 
 def stock_dlight_schedule() -> tvm.transform.Pass:
@@ -273,7 +285,7 @@ def schedule_func(
     "simple-inplace", "loops" (``loop_schedule.bind_loops``) or "none" (nothing
     lowered; ``failures`` says why for each rule tried).
     """
-    rules = default_rules() if rules is None else rules
+    rules = roam_rules() if rules is None else rules
     failures = [] if failures is None else failures
     for rule_name, rule in rules:
         try:
