@@ -35,7 +35,7 @@ typedef struct {
     int nsec, max_members, energetic, unfloor;
     i64 stamp, *mark;
     i64 *floor; /* per section: lowest minimum offset of its unplaced members (cap if none) */
-    i64 nodes, node_limit;
+    i64 nodes, node_limit, tries;
     double deadline;
     u64 *memo;
     i64 memo_mask, memo_used, memo_max;
@@ -278,13 +278,37 @@ static int rec(State *s, const i32 *part, int np, int slo, int shi, i64 last_off
     Item *items = (Item *)malloc(sizeof(Item) * (size_t)(s->max_members + 1));
     int *dsec = (int *)malloc(sizeof(int) * (size_t)(s->nsec + 1));
     i64 *dval = (i64 *)malloc(sizeof(i64) * (size_t)(s->nsec + 1));
+    /* prefix / suffix maxima of the unplaced bytes per section over [slo, shi): the cheap
+       monotonic test below needs no state change, so it runs before the floor work */
+    int span = shi - slo;
+    i64 *pre = (i64 *)malloc(sizeof(i64) * (size_t)(span + 1)), *suf = (i64 *)malloc(sizeof(i64) * (size_t)(span + 1));
+    for (int k = 0; k < span; k++) {
+        i64 t = s->total[slo + k];
+        pre[k] = k && pre[k - 1] > t ? pre[k - 1] : t;
+    }
+    for (int k = span - 1; k >= 0; k--) {
+        i64 t = s->total[slo + k];
+        suf[k] = k + 1 < span && suf[k + 1] > t ? suf[k + 1] : t;
+    }
     int found = 0;
     for (int c = 0; c < nc && !found && !s->status; c++) {
         i32 i = C[c].idx;
         i64 o = C[c].mo;
         if (s->twin[i] >= 0 && s->off[s->twin[i]] < 0) continue; /* place identical buffers in rank order */
+        /* a node can try many candidates that each fail after costly floor work: the clock is
+           read per 256 tries too, so a limit holds however few nodes a second are made */
+        if ((++s->tries & 255) == 0 && now_s() > s->deadline) { s->status = -2; break; }
         i64 sz = s->size[i], top = o + sz;
         int a = (int)s->sl[i], b = (int)s->su[i];
+        {
+            /* monotonic test: after placing i at o, every section's unplaced bytes fit above o */
+            i64 worst = 0;
+            if (a > slo) worst = pre[a - 1 - slo];
+            if (b < shi && suf[b - slo] > worst) worst = suf[b - slo];
+            for (int sec = a; sec < b && o + worst <= s->cap; sec++)
+                if (s->total[sec] - sz > worst) worst = s->total[sec] - sz;
+            if (o + worst > s->cap) continue;
+        }
         s->off[i] = o;
         for (int sec = a; sec < b; sec++) s->total[sec] -= sz;
         int nch = 0, hat = 0;
@@ -348,7 +372,7 @@ static int rec(State *s, const i32 *part, int np, int slo, int shi, i64 last_off
         else if (!hat) break; /* nothing unplaced beside i: any solution could place it here first */
     }
     if (!found && !s->status) memo_add(s, key);
-    free(dval); free(dsec); free(items); free(bounds); free(cho); free(chj); free(C); free(U);
+    free(suf); free(pre); free(dval); free(dsec); free(items); free(bounds); free(cho); free(chj); free(C); free(U);
     return found;
 }
 
