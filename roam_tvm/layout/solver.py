@@ -188,48 +188,78 @@ def _iterated_greedy(arr, index, box, goal, deadline, consider) -> None:
         consider(arr.solution(offs, f"greedy-perturbed-{k}"), "iterated greedy")
 
 
+def height_step(size: np.ndarray, align: np.ndarray) -> int:
+    """The step every canonical height moves in: the gcd of the sizes and alignments.
+
+    A canonical layout puts each buffer at 0 or at an aligned top of another, so
+    every offset and height is a multiple of this step; a capacity between two
+    multiples asks the same question as the multiple below it.
+    """
+    vals = np.concatenate((np.asarray(size, np.int64), np.asarray(align, np.int64)))
+    return max(int(np.gcd.reduce(vals[vals > 0])) if (vals > 0).any() else 1, 1)
+
+
 def _search_descent(problem, arr, act, box, lb, deadline, params, say, consider) -> None:
-    """Ask the branch-and-bound for lower and lower capacities until time runs out."""
+    """Ask the branch-and-bound for lower and lower capacities until time runs out.
+
+    Capacities move in steps of :func:`height_step`. The lower bound gets a first
+    probe of a third of the time, the bisection between it and the best height
+    comes next (each try half of what is left), and what remains goes back to the
+    highest capacity left unsettled below the best height: a hard bound does not
+    eat the time that the easier capacities above it need.
+    """
     lo_a, up_a, sz_a, al_a = arr.lower[act], arr.upper[act], arr.size[act], arr.align[act]
     if too_big(lo_a, up_a, MAX_SEARCH_BUFFERS):
         say("search: skipped (a time-connected group is too large)")
         return
+    step = height_step(sz_a, al_a)
+    down = lambda c: (c // step) * step  # noqa: E731 - the multiple of step at or below c
     cap = problem.capacity
-    infeasible_below = lb  # every height < lb is infeasible (proved)
-    unsettled_at = -1  # the highest capacity the search ran out of time on
+    infeasible_below = -(-lb // step) * step  # every height below it is infeasible (proved)
+    unsettled: set[int] = set()  # capacities the search ran out of time on
     targets_tried = set()
     cache: dict = {}  # search tables, built once for every capacity tried
-    first = cap if (cap is not None and box[0].height > cap) else lb
+    first = down(cap) if (cap is not None and box[0].height > cap) else infeasible_below
     target = first
+    retried = False
     while box[0].height > infeasible_below and time.perf_counter() < deadline:
         best = box[0]
-        lo_try = max(infeasible_below, unsettled_at + 1)
+        lo_try = max([infeasible_below] + [u + step for u in unsettled])
         if target in targets_tried or target >= best.height or target < lo_try:
-            target = (lo_try + best.height - 1) // 2
+            target = down((lo_try + best.height - 1) // 2)
             if target in targets_tried or target < lo_try or target >= best.height:
-                break
+                # bisection done: the rest of the time to the highest (likeliest) unsettled capacity
+                left_over = sorted(u for u in unsettled if infeasible_below <= u < best.height)
+                if retried or not left_over:
+                    break
+                retried, target = True, left_over[-1]
+                unsettled.discard(target)
+                targets_tried.discard(target)
         targets_tried.add(target)
         left = deadline - time.perf_counter()
         if cap is not None and target == first and best.height > cap:
             share = left * 0.9  # fitting the capacity comes first; the rest goes to a fallback descent
-        elif target == lb:
-            share = left * 0.6
+        elif retried:
+            share = left
+        elif target == infeasible_below:
+            share = left / 3
         else:
             share = left * 0.5
         st: dict = {}
         offs = search_fit(lo_a, up_a, sz_a, al_a, target, time_limit=share, params=params, stats=st, cache=cache)
         if offs is None:
             if st.get("proved_infeasible"):
-                infeasible_below = target + 1
+                infeasible_below = target + step
                 say(f"search: capacity {target} infeasible ({st.get('nodes')} nodes)")
             else:
-                unsettled_at = max(unsettled_at, target)
+                unsettled.add(target)
                 say(f"search: capacity {target} not settled in {share:.1f}s ({st.get('nodes')} nodes)")
-            lo_try = max(infeasible_below, unsettled_at + 1)
-            target = (lo_try + best.height - 1) // 2
+            lo_try = max([infeasible_below] + [u + step for u in unsettled])
+            target = down((lo_try + box[0].height - 1) // 2)
             continue
         full = np.zeros(arr.n, np.int64)
         full[act] = offs
         consider(arr.solution(full, f"search@{target}"), "search")
-        lo_try = max(infeasible_below, unsettled_at + 1)
-        target = lb if (lb not in targets_tried and lo_try <= lb) else (lo_try + box[0].height - 1) // 2
+        lo_try = max([infeasible_below] + [u + step for u in unsettled])
+        target = (infeasible_below if (infeasible_below not in targets_tried and lo_try <= infeasible_below)
+                  else down((lo_try + box[0].height - 1) // 2))
