@@ -10,8 +10,11 @@
    search on the peak window with the rest placed around it (:mod:`.window`);
    then ROAM's piecewise join (:mod:`.join`);
 3. a MiniMalloc-style branch-and-bound (:mod:`.search`) asked for ever lower
-   capacities: first the problem's capacity if the heuristics overshoot it,
-   then the lower bound, then bisection between the two;
+   capacities (in steps of the sizes' and alignments' gcd): first the problem's
+   capacity if the heuristics overshoot it, then a probe at the lower bound; if
+   that probe runs out of time, the peak window packed exactly with the rest
+   placed around it (:mod:`.window`, as for big traces); then bisection, and
+   the time left to the highest capacity still unsettled;
 4. for tiny problems, the big-M MIP (:mod:`.mip`) with HiGHS.
 
 Every candidate is validated by :mod:`.validate`; a candidate that fails is
@@ -36,6 +39,7 @@ METHODS = ("auto", "greedy", "search", "mip", "join")
 MAX_SEARCH_BUFFERS = 3000
 MAX_MIP_BUFFERS = 40
 LARGE_MIN_BUFFERS = 3000  # below this the greedy orders already run many times over
+WINDOW_SHARE = 0.5  # of the time left after an unsettled bound probe, for the peak window
 
 
 def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", progress: bool = False,
@@ -152,7 +156,16 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
         best = box[0]
 
     if searchable and not target_done(best.height) and 0 < len(act):
-        _search_descent(problem, arr, act, box, goal, deadline, params, say, consider)
+        def window_then_fill(target: int) -> None:
+            # The whole trace did not pack at the bound in the probe's time, but its peak window
+            # often does (gru_tiny2: at once); the rest is then placed around the window.
+            st_w: dict = {}
+            found = peak_window(arr, index, target, time.perf_counter() + WINDOW_SHARE * (deadline - time.perf_counter()),
+                                box[0].height, stats=st_w, settings=("full",))
+            say(f"peak window: {st_w.get('tried')}")
+            if found is not None:
+                consider(arr.solution(*found), "peak window")
+        _search_descent(problem, arr, act, box, goal, deadline, params, say, consider, window_then_fill)
         best = box[0]
 
     if method in ("auto", "greedy") and not target_done(best.height) and room():
@@ -199,14 +212,16 @@ def height_step(size: np.ndarray, align: np.ndarray) -> int:
     return max(int(np.gcd.reduce(vals[vals > 0])) if (vals > 0).any() else 1, 1)
 
 
-def _search_descent(problem, arr, act, box, lb, deadline, params, say, consider) -> None:
+def _search_descent(problem, arr, act, box, lb, deadline, params, say, consider, after_probe=None) -> None:
     """Ask the branch-and-bound for lower and lower capacities until time runs out.
 
     Capacities move in steps of :func:`height_step`. The lower bound gets a first
     probe of a third of the time, the bisection between it and the best height
     comes next (each try half of what is left), and what remains goes back to the
     highest capacity left unsettled below the best height: a hard bound does not
-    eat the time that the easier capacities above it need.
+    eat the time that the easier capacities above it need. ``after_probe(target)``
+    runs once, when the probe at the bound ends unsettled (out of time, not proved
+    infeasible), before the bisection.
     """
     lo_a, up_a, sz_a, al_a = arr.lower[act], arr.upper[act], arr.size[act], arr.align[act]
     if too_big(lo_a, up_a, MAX_SEARCH_BUFFERS):
@@ -254,6 +269,9 @@ def _search_descent(problem, arr, act, box, lb, deadline, params, say, consider)
             else:
                 unsettled.add(target)
                 say(f"search: capacity {target} not settled in {share:.1f}s ({st.get('nodes')} nodes)")
+                if after_probe is not None and target == infeasible_below:
+                    after_probe(target)
+                    after_probe = None
             lo_try = max([infeasible_below] + [u + step for u in unsettled])
             target = down((lo_try + box[0].height - 1) // 2)
             continue

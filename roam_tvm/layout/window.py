@@ -42,6 +42,8 @@ MAX_WINDOW = 6000
 #: Placement orders for the buffers outside the window.
 FILL_ORDERS = ("size", "long_lived", "size_long")
 LIGHT = SearchParams(suffix_check=False, unallocated_floor=False)
+#: (name, search parameters, share of the time left) of the settings tried on each window.
+SETTINGS = (("light", LIGHT, 0.15), ("full", SearchParams(), 0.3))
 
 
 def live_profile(arr: Arrays) -> tuple[np.ndarray, np.ndarray]:
@@ -79,7 +81,8 @@ def window_lifespans(arr: Arrays, t0: int, t1: int, mode: str) -> tuple[np.ndarr
 
 
 def peak_window(arr: Arrays, index: OverlapIndex, goal: int, deadline: float, height: int | None = None,
-                stats: dict | None = None) -> tuple[np.ndarray, str] | None:
+                stats: dict | None = None, settings: tuple[str, ...] = ("light", "full")
+                ) -> tuple[np.ndarray, str] | None:
     """The best layout found by packing a peak window exactly and filling around it.
 
     Parameters
@@ -94,12 +97,19 @@ def peak_window(arr: Arrays, index: OverlapIndex, goal: int, deadline: float, he
         The height to beat (default: any layout counts).
     stats : dict, optional
         Filled with ``tried``: (window, mode, setting, outcome) tuples.
+    settings : tuple of str
+        The search settings tried on each window, in turn: ``light`` and/or ``full``
+        (a trace the whole search can take needs only ``full``: where the light search
+        packs a window, the whole search usually packs the trace).
 
     Returns
     -------
     tuple of (np.ndarray, str) or None
         Offsets of all buffers and the method name, or None if nothing beat ``height``.
     """
+    unknown = [x for x in settings if x not in dict((n, p) for n, p, _ in SETTINGS)]
+    if unknown:
+        raise ValueError(f"peak_window: unknown search settings {unknown}; use 'light' and/or 'full'")
     tried: list[tuple] = []
     if stats is not None:
         stats["tried"] = tried
@@ -115,7 +125,9 @@ def peak_window(arr: Arrays, index: OverlapIndex, goal: int, deadline: float, he
             if len(w) > MAX_WINDOW or (t0, t1, mode) in seen:
                 continue
             seen.add((t0, t1, mode))
-            for setting, params, share in (("light", LIGHT, 0.15), ("full", SearchParams(), 0.3)):
+            for setting, params, share in SETTINGS:
+                if setting not in settings:
+                    continue
                 left = deadline - time.perf_counter()
                 if left <= 0:
                     return best
