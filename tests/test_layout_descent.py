@@ -99,3 +99,34 @@ def test_descent_asks_only_height_steps_on_a_tiny_problem(monkeypatch):
                                None, lambda msg: None, consider)
     assert box[0].height == p.lower_bound() == 12
     assert tried and all(c % 2 == 0 for c in tried), tried
+
+
+def _random_problem(seed: int, n: int = 30, t: int = 40, max_size: int = 50) -> Problem:
+    rng = np.random.default_rng(seed)
+    bufs = []
+    for i in range(n):
+        lo = int(rng.integers(0, t))
+        bufs.append(Buffer(f"b{i}", lo, lo + int(rng.integers(1, t // 3 + 2)), int(rng.integers(1, max_size))))
+    return Problem(bufs, None, 1)
+
+
+@pytest.mark.parametrize("seed", [2, 4, 7])
+def test_peak_window_runs_when_the_bound_probe_is_unsettled(monkeypatch, seed):
+    # The whole search is made to run out of time on every capacity: the layout can then reach the
+    # bound only through the peak window, which packs the stretch near the peak and fills around it.
+    p = _random_problem(seed)
+    calls: list[int] = []
+
+    def never_settles(lower, upper, size, align, capacity, time_limit=10.0, params=None, stats=None, **kw):
+        calls.append(int(capacity))
+        if stats is not None:
+            stats["nodes"] = 0
+        return None
+    monkeypatch.setattr(solver_mod, "search_fit", never_settles)
+    heur = solve(p, time_limit=2.0, method="greedy")
+    assert heur.height > p.lower_bound()  # the heuristics alone miss the bound here
+    sol = solve(p, time_limit=4.0, method="search")
+    assert validate(p, sol) == []
+    assert calls and calls[0] == p.lower_bound()
+    assert sol.height == p.lower_bound(), (sol.method, sol.stats.get("log"))
+    assert sol.method.startswith("window-")
