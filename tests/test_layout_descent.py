@@ -130,3 +130,17 @@ def test_peak_window_runs_when_the_bound_probe_is_unsettled(monkeypatch, seed):
     assert calls and calls[0] == p.lower_bound()
     assert sol.height == p.lower_bound(), (sol.method, sol.stats.get("log"))
     assert sol.method.startswith("window-")
+
+
+def test_peak_window_skips_windows_over_max_buffers_and_refuses_unknown_settings():
+    from roam_tvm.layout.heuristics import OverlapIndex
+    from roam_tvm.layout.window import peak_window
+    p = gru_problem()
+    arr = Arrays(p)
+    st: dict = {}
+    # gru_tiny2's windows hold 291 to 488 of its 666 buffers: a cap of 250 skips them all
+    assert peak_window(arr, OverlapIndex(arr), p.lower_bound(), time.perf_counter() + 5, None, stats=st,
+                       settings=("full",), max_buffers=250) is None
+    assert st["tried"] == []
+    with pytest.raises(ValueError, match="unknown search settings"):
+        peak_window(arr, OverlapIndex(arr), p.lower_bound(), time.perf_counter() + 5, settings=("fast",))

@@ -40,6 +40,7 @@ MAX_SEARCH_BUFFERS = 3000
 MAX_MIP_BUFFERS = 40
 LARGE_MIN_BUFFERS = 3000  # below this the greedy orders already run many times over
 WINDOW_SHARE = 0.5  # of the time left after an unsettled bound probe, for the peak window
+WINDOW_MAX_PART = 0.85  # a window holding more of the buffers is the whole search again: skipped
 
 
 def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", progress: bool = False,
@@ -161,7 +162,8 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
             # often does (gru_tiny2: at once); the rest is then placed around the window.
             st_w: dict = {}
             found = peak_window(arr, index, target, time.perf_counter() + WINDOW_SHARE * (deadline - time.perf_counter()),
-                                box[0].height, stats=st_w, settings=("full",))
+                                box[0].height, stats=st_w, settings=("full",),
+                                max_buffers=int(WINDOW_MAX_PART * len(act)))
             say(f"peak window: {st_w.get('tried')}")
             if found is not None:
                 consider(arr.solution(*found), "peak window")

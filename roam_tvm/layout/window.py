@@ -81,8 +81,8 @@ def window_lifespans(arr: Arrays, t0: int, t1: int, mode: str) -> tuple[np.ndarr
 
 
 def peak_window(arr: Arrays, index: OverlapIndex, goal: int, deadline: float, height: int | None = None,
-                stats: dict | None = None, settings: tuple[str, ...] = ("light", "full")
-                ) -> tuple[np.ndarray, str] | None:
+                stats: dict | None = None, settings: tuple[str, ...] = ("light", "full"),
+                max_buffers: int = MAX_WINDOW) -> tuple[np.ndarray, str] | None:
     """The best layout found by packing a peak window exactly and filling around it.
 
     Parameters
@@ -101,6 +101,9 @@ def peak_window(arr: Arrays, index: OverlapIndex, goal: int, deadline: float, he
         The search settings tried on each window, in turn: ``light`` and/or ``full``
         (a trace the whole search can take needs only ``full``: where the light search
         packs a window, the whole search usually packs the trace).
+    max_buffers : int
+        Windows holding more buffers are skipped (the search's tables are dense in them;
+        a window holding nearly every buffer is the whole search again).
 
     Returns
     -------
@@ -122,7 +125,7 @@ def peak_window(arr: Arrays, index: OverlapIndex, goal: int, deadline: float, he
         t0, t1 = hot_window(times, live, frac)
         for mode in ("clip", "compress"):
             w, lo, up = window_lifespans(arr, t0, t1, mode)
-            if len(w) > MAX_WINDOW or (t0, t1, mode) in seen:
+            if len(w) > min(max_buffers, MAX_WINDOW) or (t0, t1, mode) in seen:
                 continue
             seen.add((t0, t1, mode))
             for setting, params, share in SETTINGS:
