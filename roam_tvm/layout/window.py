@@ -22,8 +22,8 @@ up (a big buffer outside the window then finds no gap), so several windows,
 both lifespan modes and two search settings are tried, each packing giving a
 different layout, until one reaches the goal or the time is spent. Per window,
 both modes run with the cheap setting before either runs with the costly one
-(S_1: the compressed light packing meets the bound; the clipped full packing,
-tried before it earlier, cost 8 s and three fills for nothing). The search
+(S_1: the compressed light packing meets the bound; tried before it, the
+clipped full search cost ~8 s, and where it packed, three fills that did not). The search
 runs first *light* (no unallocated floors or energetic test: those cost
 O(span x members) per node and prune nothing when, as here, the search packs
 without backtracking), then with every test. Every layout is exact by
