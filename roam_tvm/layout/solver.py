@@ -9,12 +9,13 @@
    small-long-lived-first orders (:mod:`.large`); between the two, the
    search on the peak window with the rest placed around it (:mod:`.window`);
    then ROAM's piecewise join (:mod:`.join`);
-3. a MiniMalloc-style branch-and-bound (:mod:`.search`) asked for ever lower
+3. where no capacity is asked, a short try of the peak window packed exactly
+   with the rest placed around it (:mod:`.window`, as for big traces); then a
+   MiniMalloc-style branch-and-bound (:mod:`.search`) asked for ever lower
    capacities (in steps of the sizes' and alignments' gcd): first the problem's
-   capacity if the heuristics overshoot it, then a probe at the lower bound; if
-   that probe runs out of time, the peak window packed exactly with the rest
-   placed around it (:mod:`.window`, as for big traces); then bisection, and
-   the time left to the highest capacity still unsettled;
+   capacity if the heuristics overshoot it, then a probe at the lower bound (if
+   it runs out of time and the window's try did too, the window again, longer);
+   then bisection, and the time left to the highest capacity still unsettled;
 4. for tiny problems, the big-M MIP (:mod:`.mip`) with HiGHS.
 
 Every candidate is validated by :mod:`.validate`; a candidate that fails is
@@ -159,9 +160,9 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
 
     if searchable and not target_done(best.height) and 0 < len(act):
         # On training traces the peak window packs at the bound at once where the whole search
-        # may not (gru_tiny2: 0.2 s, against no packing in 150 s): a short first try, when no
-        # capacity asks for the search first; a longer one after an unsettled probe at the bound
-        # if the first ran out of time.
+        # takes far longer (gru_tiny2: 0.2 s, against 12 s for the search at the bound): a short
+        # first try, when no capacity asks for the search first; a longer one after an unsettled
+        # probe at the bound if the first ran out of time.
         retry = [True]
         if problem.capacity is None:
             retry[0] = _window_fill(arr, index, act, box, goal, _share(deadline, WINDOW_FIRST_SHARE), say, consider)
