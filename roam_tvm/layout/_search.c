@@ -10,9 +10,11 @@
  *
  * Return codes of roam_search: 1 found, 0 proved infeasible, -1 node limit,
  * -2 time limit. `flags`: bit 0 the energetic test, bit 1 the unallocated
- * floors (SearchParams.suffix_check / unallocated_floor). Both cost O(span x
- * members) per node; on groups of thousands of buffers that the search packs
- * without backtracking they are most of the time and prune nothing.
+ * floors (SearchParams.suffix_check / unallocated_floor). The energetic test
+ * costs O(span x members) per try, the floor test a scan of each section's
+ * members up to the first one low enough; on groups of thousands of buffers
+ * that the search packs without backtracking they are most of the time and
+ * prune nothing.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -34,8 +36,8 @@ typedef struct {
     i64 *mo, *off, *best, *total, *cuts;
     int nsec, max_members, energetic, unfloor;
     i64 stamp, *mark;
-    i64 *floor; /* per section: lowest minimum offset of its unplaced members (cap if none) */
-    i64 nodes, node_limit;
+    i32 *hint; /* per section: where its floor scan last found a low member */
+    i64 nodes, node_limit, tries;
     double deadline;
     u64 *memo;
     i64 memo_mask, memo_used, memo_max;
@@ -85,36 +87,29 @@ static int cand_cmp(const void *a, const void *b) {
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-static void refresh_floors(State *s, int lo, int hi) {
-    for (int sec = lo; sec < hi; sec++) {
-        i64 f = s->cap;
-        for (i32 k = s->sec_ptr[sec]; k < s->sec_ptr[sec + 1]; k++) {
-            i32 j = s->sec_idx[k];
-            if (s->off[j] < 0 && s->mo[j] < f) f = s->mo[j];
-        }
-        s->floor[sec] = f;
-    }
-}
-
-/* Recompute one section's floor after its members moved up or were placed. Floors
-   never fall along a path, so a member still at the old floor ends the scan. */
-static void raise_floor(State *s, int sec) {
-    i64 old = s->floor[sec], f = s->cap;
-    for (i32 k = s->sec_ptr[sec]; k < s->sec_ptr[sec + 1]; k++) {
-        i32 j = s->sec_idx[k];
-        if (s->off[j] >= 0) continue;
-        if (s->mo[j] <= old) { f = old; break; }
-        if (s->mo[j] < f) f = s->mo[j];
-    }
-    s->floor[sec] = f;
-}
-
-/* Section inference: every section of [slo, shi) keeps its unplaced bytes
-   under cap above its floor, and above `o` (later placements never go lower). */
-static int sections_fit(const State *s, int slo, int shi, i64 o) {
+/* Section inference: every section of [slo, shi) keeps its unplaced bytes under cap
+   above `o` (later placements never go lower) and, with the unallocated floors, above
+   its floor (the lowest minimum offset of its unplaced members). The floor test asks
+   only whether some unplaced member has a minimum offset of at most cap - total, so
+   the scan stops at the first one; `hint` remembers where it was found last time.
+   No floor is stored, so placing a buffer costs nothing per section: on traces with
+   long-lived buffers (thousands of sections, ~100 members each) keeping stored floors
+   up to date was most of the kernel's time. */
+static int sections_fit(State *s, int slo, int shi, i64 o) {
     for (int sec = slo; sec < shi; sec++) {
-        i64 f = s->floor[sec] > o ? s->floor[sec] : o;
-        if (f + s->total[sec] > s->cap) return 0;
+        i64 t = s->total[sec];
+        if (t == 0) continue;
+        i64 lim = s->cap - t;
+        if (o > lim) return 0;
+        if (!s->unfloor) continue;
+        i32 lo = s->sec_ptr[sec], n = s->sec_ptr[sec + 1] - lo, h = s->hint[sec];
+        int ok = 0;
+        for (i32 c = 0; c < n; c++) {
+            i32 k = h + c < n ? h + c : h + c - n;
+            i32 j = s->sec_idx[lo + k];
+            if (s->off[j] < 0 && s->mo[j] <= lim) { s->hint[sec] = k; ok = 1; break; }
+        }
+        if (!ok) return 0;
     }
     return 1;
 }
@@ -276,15 +271,37 @@ static int rec(State *s, const i32 *part, int np, int slo, int shi, i64 last_off
     i64 *cho = (i64 *)malloc(sizeof(i64) * (size_t)(maxdeg + 1));
     int *bounds = (int *)malloc(sizeof(int) * (size_t)(shi - slo + 2));
     Item *items = (Item *)malloc(sizeof(Item) * (size_t)(s->max_members + 1));
-    int *dsec = (int *)malloc(sizeof(int) * (size_t)(s->nsec + 1));
-    i64 *dval = (i64 *)malloc(sizeof(i64) * (size_t)(s->nsec + 1));
+    /* prefix / suffix maxima of the unplaced bytes per section over [slo, shi): the cheap
+       monotonic test below needs no state change, so it runs before the floor work */
+    int span = shi - slo;
+    i64 *pre = (i64 *)malloc(sizeof(i64) * (size_t)(span + 1)), *suf = (i64 *)malloc(sizeof(i64) * (size_t)(span + 1));
+    for (int k = 0; k < span; k++) {
+        i64 t = s->total[slo + k];
+        pre[k] = k && pre[k - 1] > t ? pre[k - 1] : t;
+    }
+    for (int k = span - 1; k >= 0; k--) {
+        i64 t = s->total[slo + k];
+        suf[k] = k + 1 < span && suf[k + 1] > t ? suf[k + 1] : t;
+    }
     int found = 0;
     for (int c = 0; c < nc && !found && !s->status; c++) {
         i32 i = C[c].idx;
         i64 o = C[c].mo;
         if (s->twin[i] >= 0 && s->off[s->twin[i]] < 0) continue; /* place identical buffers in rank order */
+        /* a node can try many candidates that each fail after costly floor work: the clock is
+           read per 256 tries too, so a limit holds however few nodes a second are made */
+        if ((++s->tries & 255) == 0 && now_s() > s->deadline) { s->status = -2; break; }
         i64 sz = s->size[i], top = o + sz;
         int a = (int)s->sl[i], b = (int)s->su[i];
+        {
+            /* monotonic test: after placing i at o, every section's unplaced bytes fit above o */
+            i64 worst = 0;
+            if (a > slo) worst = pre[a - 1 - slo];
+            if (b < shi && suf[b - slo] > worst) worst = suf[b - slo];
+            for (int sec = a; sec < b && o + worst <= s->cap; sec++)
+                if (s->total[sec] - sz > worst) worst = s->total[sec] - sz;
+            if (o + worst > s->cap) continue;
+        }
         s->off[i] = o;
         for (int sec = a; sec < b; sec++) s->total[sec] -= sz;
         int nch = 0, hat = 0;
@@ -297,21 +314,6 @@ static int rec(State *s, const i32 *part, int np, int slo, int shi, i64 last_off
                 i64 al = s->align[j];
                 s->mo[j] = al > 1 ? ((top + al - 1) / al) * al : top;
             }
-        }
-        /* A floor only rises, and only where the buffer that set it moved up: recompute
-           just the sections whose floor equalled i's offset or a raised neighbour's old one. */
-        s->stamp++;
-        int nd = 0;
-        if (s->unfloor) for (int sec = a; sec < b; sec++)
-            if (s->floor[sec] == o && s->mark[sec] != s->stamp) { s->mark[sec] = s->stamp; dsec[nd++] = sec; }
-        for (int k = 0; k < nch && s->unfloor; k++) {
-            i32 j = chj[k];
-            for (int sec = (int)s->sl[j]; sec < (int)s->su[j]; sec++)
-                if (s->floor[sec] == cho[k] && s->mark[sec] != s->stamp) { s->mark[sec] = s->stamp; dsec[nd++] = sec; }
-        }
-        for (int k = 0; k < nd; k++) {
-            dval[k] = s->floor[dsec[k]];
-            raise_floor(s, dsec[k]);
         }
         int ok = sections_fit(s, slo, shi, o);
         if (ok && s->energetic) {
@@ -341,14 +343,13 @@ static int rec(State *s, const i32 *part, int np, int slo, int shi, i64 last_off
                 for (int p = a + 1; p < b; p++) s->cuts[p]++;
         }
         for (int k = nch - 1; k >= 0; k--) s->mo[chj[k]] = cho[k];
-        for (int k = nd - 1; k >= 0; k--) s->floor[dsec[k]] = dval[k];
         for (int sec = a; sec < b; sec++) s->total[sec] += sz;
         s->off[i] = -1;
         if (ok) found = 1;
         else if (!hat) break; /* nothing unplaced beside i: any solution could place it here first */
     }
     if (!found && !s->status) memo_add(s, key);
-    free(dval); free(dsec); free(items); free(bounds); free(cho); free(chj); free(C); free(U);
+    free(suf); free(pre); free(items); free(bounds); free(cho); free(chj); free(C); free(U);
     return found;
 }
 
@@ -375,7 +376,7 @@ int roam_search(int m, int nsec, const i64 *sl, const i64 *su, const i64 *size, 
     s.best = out;
     s.total = (i64 *)malloc(sizeof(i64) * ((size_t)nsec + 1));
     s.cuts = (i64 *)malloc(sizeof(i64) * ((size_t)nsec + 2));
-    s.floor = (i64 *)malloc(sizeof(i64) * ((size_t)nsec + 1));
+    s.hint = (i32 *)calloc((size_t)nsec + 1, sizeof(i32));
     s.mark = (i64 *)calloc((size_t)nsec + 1, sizeof(i64));
     s.nsec = nsec;
     s.energetic = (flags & 1) != 0;
@@ -385,7 +386,6 @@ int roam_search(int m, int nsec, const i64 *sl, const i64 *su, const i64 *size, 
     for (int i = 0; i < m; i++) s.off[i] = -1;
     memcpy(s.total, total0, sizeof(i64) * (size_t)nsec);
     memcpy(s.cuts, cuts0, sizeof(i64) * ((size_t)nsec + 1));
-    refresh_floors(&s, 0, nsec);
     i32 *all = (i32 *)malloc(sizeof(i32) * ((size_t)m + 1));
     for (int i = 0; i < m; i++) all[i] = i;
     int ok = 1;
@@ -394,7 +394,7 @@ int roam_search(int m, int nsec, const i64 *sl, const i64 *su, const i64 *size, 
     if (ok) ok = rec(&s, all, m, 0, nsec, 0, -1);
     *nodes = s.nodes;
     int status = s.status;
-    free(all); free(s.feat_t); free(s.rank); free(s.mark); free(s.floor); free(s.cuts); free(s.total); free(s.off); free(s.mo);
+    free(all); free(s.feat_t); free(s.rank); free(s.mark); free(s.hint); free(s.cuts); free(s.total); free(s.off); free(s.mo);
     if (status) return status;
     return ok ? 1 : 0;
 }

@@ -9,9 +9,13 @@
    small-long-lived-first orders (:mod:`.large`); between the two, the
    search on the peak window with the rest placed around it (:mod:`.window`);
    then ROAM's piecewise join (:mod:`.join`);
-3. a MiniMalloc-style branch-and-bound (:mod:`.search`) asked for ever lower
-   capacities: first the problem's capacity if the heuristics overshoot it,
-   then the lower bound, then bisection between the two;
+3. where no capacity is asked, a short try of the peak window packed exactly
+   with the rest placed around it (:mod:`.window`, as for big traces); then a
+   MiniMalloc-style branch-and-bound (:mod:`.search`) asked for ever lower
+   capacities (in steps of the sizes' and alignments' gcd): first the problem's
+   capacity if the heuristics overshoot it, then a probe at the lower bound (if
+   it runs out of time and the window's try did too, the window again, longer);
+   then bisection, and the time left to the highest capacity still unsettled;
 4. for tiny problems, the big-M MIP (:mod:`.mip`) with HiGHS.
 
 Every candidate is validated by :mod:`.validate`; a candidate that fails is
@@ -36,6 +40,9 @@ METHODS = ("auto", "greedy", "search", "mip", "join")
 MAX_SEARCH_BUFFERS = 3000
 MAX_MIP_BUFFERS = 40
 LARGE_MIN_BUFFERS = 3000  # below this the greedy orders already run many times over
+WINDOW_FIRST_SHARE = 0.1  # of the time left, for a first try of the peak window before the search
+WINDOW_SHARE = 0.5  # of the time left after an unsettled bound probe, for the peak window
+WINDOW_MAX_PART = 0.85  # a window holding more of the buffers is the whole search again: skipped
 
 
 def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", progress: bool = False,
@@ -152,7 +159,20 @@ def solve(problem: Problem, time_limit: float = 60.0, method: str = "auto", prog
         best = box[0]
 
     if searchable and not target_done(best.height) and 0 < len(act):
-        _search_descent(problem, arr, act, box, goal, deadline, params, say, consider)
+        # On training traces the peak window packs at the bound at once where the whole search
+        # takes far longer (gru_tiny2: 0.2 s, against 12 s for the search at the bound): a short
+        # first try, when no capacity asks for the search first; a longer one after an unsettled
+        # probe at the bound if the first ran out of time.
+        retry = [True]
+        if problem.capacity is None:
+            retry[0] = _window_fill(arr, index, act, box, goal, _share(deadline, WINDOW_FIRST_SHARE), say, consider)
+            best = box[0]
+
+        def after_probe(target: int) -> None:
+            if retry[0]:
+                _window_fill(arr, index, act, box, target, _share(deadline, WINDOW_SHARE), say, consider)
+        if not target_done(best.height):
+            _search_descent(problem, arr, act, box, goal, deadline, params, say, consider, after_probe)
         best = box[0]
 
     if method in ("auto", "greedy") and not target_done(best.height) and room():
@@ -188,48 +208,106 @@ def _iterated_greedy(arr, index, box, goal, deadline, consider) -> None:
         consider(arr.solution(offs, f"greedy-perturbed-{k}"), "iterated greedy")
 
 
-def _search_descent(problem, arr, act, box, lb, deadline, params, say, consider) -> None:
-    """Ask the branch-and-bound for lower and lower capacities until time runs out."""
+def _share(deadline: float, part: float) -> float:
+    """The perf_counter time at which ``part`` of the time left until ``deadline`` is spent."""
+    now = time.perf_counter()
+    return now + part * max(deadline - now, 0.0)
+
+
+def _window_fill(arr, index, act, box, goal, end, say, consider) -> bool:
+    """Pack the peak window at ``goal`` with the full search, place the rest around it (until ``end``).
+
+    Returns True if more time could change the answer: a window's search ran out of
+    time, or the stage did. Windows holding most of the buffers are skipped (the
+    whole search again).
+    """
+    st: dict = {}
+    found = peak_window(arr, index, goal, end, box[0].height, stats=st, settings=("full",),
+                        max_buffers=int(WINDOW_MAX_PART * len(act)))
+    tried = st.get("tried", [])
+    say(f"peak window: {tried}")
+    if found is not None:
+        consider(arr.solution(*found), "peak window")
+    return time.perf_counter() >= end or any(t[-1] == "not packed" for t in tried)
+
+
+def height_step(size: np.ndarray, align: np.ndarray) -> int:
+    """The step every canonical height moves in: the gcd of the sizes and alignments.
+
+    A canonical layout puts each buffer at 0 or at an aligned top of another, so
+    every offset and height is a multiple of this step; a capacity between two
+    multiples asks the same question as the multiple below it.
+    """
+    vals = np.concatenate((np.asarray(size, np.int64), np.asarray(align, np.int64)))
+    return max(int(np.gcd.reduce(vals[vals > 0])) if (vals > 0).any() else 1, 1)
+
+
+def _search_descent(problem, arr, act, box, lb, deadline, params, say, consider, after_probe=None) -> None:
+    """Ask the branch-and-bound for lower and lower capacities until time runs out.
+
+    Capacities move in steps of :func:`height_step`. The lower bound gets a first
+    probe of a third of the time, the bisection between it and the best height
+    comes next (each try half of what is left), and what remains goes back to the
+    highest capacity left unsettled below the best height: a hard bound does not
+    eat the time that the easier capacities above it need. ``after_probe(target)``
+    runs once, when the probe at the bound ends unsettled (out of time, not proved
+    infeasible), before the bisection.
+    """
     lo_a, up_a, sz_a, al_a = arr.lower[act], arr.upper[act], arr.size[act], arr.align[act]
     if too_big(lo_a, up_a, MAX_SEARCH_BUFFERS):
         say("search: skipped (a time-connected group is too large)")
         return
+    step = height_step(sz_a, al_a)
+    down = lambda c: (c // step) * step  # noqa: E731 - the multiple of step at or below c
     cap = problem.capacity
-    infeasible_below = lb  # every height < lb is infeasible (proved)
-    unsettled_at = -1  # the highest capacity the search ran out of time on
+    infeasible_below = -(-lb // step) * step  # every height below it is infeasible (proved)
+    unsettled: set[int] = set()  # capacities the search ran out of time on
     targets_tried = set()
     cache: dict = {}  # search tables, built once for every capacity tried
-    first = cap if (cap is not None and box[0].height > cap) else lb
+    first = down(cap) if (cap is not None and box[0].height > cap) else infeasible_below
     target = first
+    retried = False
     while box[0].height > infeasible_below and time.perf_counter() < deadline:
         best = box[0]
-        lo_try = max(infeasible_below, unsettled_at + 1)
+        lo_try = max([infeasible_below] + [u + step for u in unsettled])
         if target in targets_tried or target >= best.height or target < lo_try:
-            target = (lo_try + best.height - 1) // 2
+            target = down((lo_try + best.height - 1) // 2)
             if target in targets_tried or target < lo_try or target >= best.height:
-                break
+                # bisection done: the rest of the time to the highest (likeliest) unsettled capacity
+                left_over = sorted(u for u in unsettled if infeasible_below <= u < best.height)
+                if retried or not left_over:
+                    break
+                retried, target = True, left_over[-1]
+                unsettled.discard(target)
+                targets_tried.discard(target)
         targets_tried.add(target)
         left = deadline - time.perf_counter()
         if cap is not None and target == first and best.height > cap:
             share = left * 0.9  # fitting the capacity comes first; the rest goes to a fallback descent
-        elif target == lb:
-            share = left * 0.6
+        elif retried:
+            share = left
+        elif target == infeasible_below:
+            share = left / 3
         else:
             share = left * 0.5
         st: dict = {}
         offs = search_fit(lo_a, up_a, sz_a, al_a, target, time_limit=share, params=params, stats=st, cache=cache)
         if offs is None:
             if st.get("proved_infeasible"):
-                infeasible_below = target + 1
+                infeasible_below = target + step
                 say(f"search: capacity {target} infeasible ({st.get('nodes')} nodes)")
             else:
-                unsettled_at = max(unsettled_at, target)
+                unsettled.add(target)
                 say(f"search: capacity {target} not settled in {share:.1f}s ({st.get('nodes')} nodes)")
-            lo_try = max(infeasible_below, unsettled_at + 1)
-            target = (lo_try + best.height - 1) // 2
+                if after_probe is not None and target == infeasible_below:
+                    after_probe(target)
+                    after_probe = None
+            lo_try = max([infeasible_below] + [u + step for u in unsettled])
+            target = down((lo_try + box[0].height - 1) // 2)
             continue
         full = np.zeros(arr.n, np.int64)
         full[act] = offs
         consider(arr.solution(full, f"search@{target}"), "search")
-        lo_try = max(infeasible_below, unsettled_at + 1)
-        target = lb if (lb not in targets_tried and lo_try <= lb) else (lo_try + box[0].height - 1) // 2
+        lo_try = max([infeasible_below] + [u + step for u in unsettled])
+        target = (infeasible_below if (infeasible_below not in targets_tried and lo_try <= infeasible_below)
+                  else down((lo_try + box[0].height - 1) // 2))

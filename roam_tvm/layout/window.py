@@ -20,7 +20,10 @@ packed perfectly, while everywhere else there is room to spare. So this stage
 Step 3 can fail where the window's packing strands a long crossing buffer high
 up (a big buffer outside the window then finds no gap), so several windows,
 both lifespan modes and two search settings are tried, each packing giving a
-different layout, until one reaches the goal or the time is spent. The search
+different layout, until one reaches the goal or the time is spent. Per window,
+both modes run with the cheap setting before either runs with the costly one
+(S_1: the compressed light packing meets the bound; tried before it, the
+clipped full search cost ~8 s, and where it packed, three fills that did not). The search
 runs first *light* (no unallocated floors or energetic test: those cost
 O(span x members) per node and prune nothing when, as here, the search packs
 without backtracking), then with every test. Every layout is exact by
@@ -42,6 +45,8 @@ MAX_WINDOW = 6000
 #: Placement orders for the buffers outside the window.
 FILL_ORDERS = ("size", "long_lived", "size_long")
 LIGHT = SearchParams(suffix_check=False, unallocated_floor=False)
+#: (name, search parameters, share of the time left) of the settings tried on each window.
+SETTINGS = (("light", LIGHT, 0.15), ("full", SearchParams(), 0.3))
 
 
 def live_profile(arr: Arrays) -> tuple[np.ndarray, np.ndarray]:
@@ -79,7 +84,8 @@ def window_lifespans(arr: Arrays, t0: int, t1: int, mode: str) -> tuple[np.ndarr
 
 
 def peak_window(arr: Arrays, index: OverlapIndex, goal: int, deadline: float, height: int | None = None,
-                stats: dict | None = None) -> tuple[np.ndarray, str] | None:
+                stats: dict | None = None, settings: tuple[str, ...] = ("light", "full"),
+                max_buffers: int = MAX_WINDOW) -> tuple[np.ndarray, str] | None:
     """The best layout found by packing a peak window exactly and filling around it.
 
     Parameters
@@ -94,12 +100,22 @@ def peak_window(arr: Arrays, index: OverlapIndex, goal: int, deadline: float, he
         The height to beat (default: any layout counts).
     stats : dict, optional
         Filled with ``tried``: (window, mode, setting, outcome) tuples.
+    settings : tuple of str
+        The search settings tried on each window, in turn: ``light`` and/or ``full``
+        (a trace the whole search can take needs only ``full``: where the light search
+        packs a window, the whole search usually packs the trace).
+    max_buffers : int
+        Windows holding more buffers are skipped (the search's tables are dense in them;
+        a window holding nearly every buffer is the whole search again).
 
     Returns
     -------
     tuple of (np.ndarray, str) or None
         Offsets of all buffers and the method name, or None if nothing beat ``height``.
     """
+    unknown = [x for x in settings if x not in dict((n, p) for n, p, _ in SETTINGS)]
+    if unknown:
+        raise ValueError(f"peak_window: unknown search settings {unknown}; use 'light' and/or 'full'")
     tried: list[tuple] = []
     if stats is not None:
         stats["tried"] = tried
@@ -110,12 +126,17 @@ def peak_window(arr: Arrays, index: OverlapIndex, goal: int, deadline: float, he
     orders = {name: order_for(arr, name) for name in FILL_ORDERS}
     for frac in FRACTIONS:
         t0, t1 = hot_window(times, live, frac)
-        for mode in ("clip", "compress"):
-            w, lo, up = window_lifespans(arr, t0, t1, mode)
-            if len(w) > MAX_WINDOW or (t0, t1, mode) in seen:
+        if (t0, t1) in seen:
+            continue
+        seen.add((t0, t1))
+        spans = {mode: window_lifespans(arr, t0, t1, mode) for mode in ("clip", "compress")}
+        # both lifespan modes with the cheap setting before either with the costly one
+        for setting, params, share in SETTINGS:
+            if setting not in settings:
                 continue
-            seen.add((t0, t1, mode))
-            for setting, params, share in (("light", LIGHT, 0.15), ("full", SearchParams(), 0.3)):
+            for mode, (w, lo, up) in spans.items():
+                if len(w) > min(max_buffers, MAX_WINDOW):
+                    continue
                 left = deadline - time.perf_counter()
                 if left <= 0:
                     return best
