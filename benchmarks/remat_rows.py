@@ -36,7 +36,9 @@ def prepare(name: str, sizes: dict, small: bool, target: str, order_time: float,
     rg = extract_graph(ordered[func], ordered, func)
     g = rg.graph
     flops = op_flops(ordered, g)
-    pairs = inplace_candidates(ordered, rg) if inplace else None
+    # kernels built for a GPU are written in place only under the GPU rule, as RoamRemat does
+    parallel = "gpu" in tvm.target.Target(target).keys
+    pairs = inplace_candidates(ordered, rg, parallel) if inplace else None
     prep = {"name": name, "sizes": sizes, "small": small, "g": g,
             "config": {k: v for k, v in spec.config.items() if isinstance(v, (int, float, str, bool))},
             "planner": RematPortfolio(g, list(range(len(g.ops))), "roofline", flops, time_limit=time_limit,
