@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -36,18 +35,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-
-
-def _flat(value) -> list:
-    """Every tensor of a VM result (nested tuples flattened), as numpy arrays."""
-    if hasattr(value, "numpy"):
-        return [value.numpy()]
-    return [a for item in value for a in _flat(item)]
-
-
-def _same_bits(a: list, b: list) -> bool:
-    return len(a) == len(b) and all(x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
-                                    for x, y in zip(a, b))
+from gpu_truth import _flat_numpy, _same_bits  # noqa: E402  (stdlib-only at import: no TVM compiler)
 
 
 def run_build(entry: dict, folder: str, repeat: int) -> tuple[dict, list]:
@@ -74,7 +62,7 @@ def run_build(entry: dict, folder: str, repeat: int) -> tuple[dict, list]:
             out.update(measured_pooled_bytes=m.peak_bytes,
                        device_api_bytes=max((b for b in m.device_api_bytes if b is not None), default=None))
     runner = StepRunner(library, "cuda", func=entry["func"], inputs=args)
-    bits = _flat(runner.run()) + [t.numpy() for t in runner.inputs]  # outputs, then in-place updates
+    bits = _flat_numpy(runner.run()) + [t.numpy() for t in runner.inputs]  # outputs, then in-place updates
     runner.set_inputs(args)
     timing = runner.measure(repeat=repeat, warmup=1, memory=False)
     out.update(step_ms=timing.median_s * 1e3, times_ms=[t * 1e3 for t in timing.times_s],

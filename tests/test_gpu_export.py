@@ -125,3 +125,25 @@ def test_budgeted_module_builds_fits_and_matches_the_unbudgeted_step():
         out = runner.run()
         results.append(_flat(out) + [t.numpy() for t in runner.inputs])
     assert all(a.tobytes() == b.tobytes() for a, b in zip(*results)) and len(results[0]) == len(results[1])
+
+
+def test_gpu_run_table_lists_every_build_of_a_measured_run():
+    # The committed H200 run: every build and every PyTorch row appears with its measured bytes,
+    # and the budgeted build's measured overhead is its time over the unbudgeted build's.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_run", os.path.join(ROOT, "benchmarks", "gpu_run.py"))
+    gpu_run = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    spec.loader.exec_module(gpu_run)
+    with open(os.path.join(ROOT, "benchmarks", "results", "gpu_truth_h200.json"), encoding="utf-8") as f:
+        result = json.load(f)
+    text = gpu_run.table(result)
+    for e in result["entries"].values():
+        assert f"| {e['key']} | {e['planner']} | {e['planned_bytes']:,} | {e['measured_bytes']:,} |" in text
+    for key, p in result["pytorch"].items():
+        assert f"| {key} | {p['max_memory_allocated_bytes']:,} |" in text
+    budget = result["entries"]["gpt2-small_batch24_seq1024.roam-budget"]
+    base = result["entries"]["gpt2-small_batch24_seq1024.roam"]
+    assert budget["measured_overhead_time"] == pytest.approx(budget["step_ms"] / base["step_ms"] - 1)
+    assert budget["measured_bytes"] <= budget["budget_bytes"] and budget["bit_identical"] is True
