@@ -2,6 +2,13 @@
 
     TVM_USE_RUNTIME_LIB=1 PYTHONPATH=<tvm runtime>:. python benchmarks/gpu_run.py .gpu --out gpu_truth.json
 
+``<tvm runtime>`` is a folder holding the ``tvm`` package of this machine's apache-tvm without
+``lib/libtvm_compiler.so`` (about 10 MB once ``relax``, ``topi``, ``s_tir`` and ``web`` are left out too;
+``TVM_USE_RUNTIME_LIB=1`` makes it load ``libtvm_runtime`` alone) and ``tvm_ffi`` for the GPU machine's
+Python (``pip download apache-tvm-ffi==<this machine's version> --python-version 3.12 --only-binary=:all:``).
+The GPU machine needs PyTorch and numpy (for the PyTorch rows), a C compiler (the allocation counter)
+and the CUDA 13 runtime; the kernels come compiled from ``gpu_export.py``.
+
 Per build of the manifest this records, beside the planned figures written at export:
 
 ``measured_bytes``
