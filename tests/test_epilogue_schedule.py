@@ -76,3 +76,4 @@ def test_kernel_builds_and_nvcc_compiles_it():
     assert str(mod[gv.name_hint].attrs[RULE_ATTR]) == RULE_NAME
     lib = tvm.tirx.build(mod, target=target)
     assert compile_cuda_kernels(lib).kernels >= 2  # the argmax kernel, then the gradient with its epilogue
+

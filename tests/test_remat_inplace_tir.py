@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 import tvm
+from tvm.script import relax as R
 from tvm.script import tirx as T
 
 from roam_tvm.remat.inplace_tir import INPLACE_ATTR, inplace_kernel, inplace_pairs, inplace_safe
@@ -194,3 +195,50 @@ def test_every_inplace_kernel_of_a_zoo_step_computes_the_same_bits(name, sizes):
             np.testing.assert_array_equal(ref[n_in + m].numpy(), got[kept.index(i)].numpy())
         checked += 1
     assert checked
+
+
+def _fused_kernel(func):
+    from tvm import relax
+
+    mod = tvm.transform.Sequential([relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+                                    relax.transform.FuseOps(), relax.transform.FuseTIR()])(
+        tvm.IRModule({"main": func}))
+    (gv, prim), = [(gv, f) for gv, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
+    return gv, prim
+
+
+@R.function
+def _exp_minus_max(x: R.Tensor((64, 512), "float32"), m: R.Tensor((64, 1), "float32")):
+    with R.dataflow():
+        y = R.exp(R.subtract(x, m))
+        R.output(y)
+    return y
+
+
+@R.function
+def _scaled_add(x: R.Tensor((64, 512), "float32"), b: R.Tensor((64, 512), "float32")):
+    with R.dataflow():
+        y = R.add(x, b)
+        R.output(y)
+    return y
+
+
+def test_gpu_schedules_of_in_place_kernels_need_no_scratch_under_the_gpu_rule():
+    # What the H200 run found, on CPU: the sequential rule writes `exp(x - max)` (two stages) over x;
+    # scheduled for a GPU, that kernel runs through global scratch outside any memory plan. The GPU
+    # rule refuses it, and the one-block kernel it keeps schedules without scratch.
+    from roam_tvm.report.scratch import kernel_scratch
+    from roam_tvm.runtime import cuda_target
+    from roam_tvm.runtime.schedule import robust_schedule
+
+    target = cuda_target()
+    for func, staged in ((_exp_minus_max, True), (_scaled_add, False)):
+        gv, prim = _fused_kernel(func)
+        assert inplace_safe(prim, 0, 0, 2) is None  # the sequential rule accepts both
+        assert (inplace_safe(prim, 0, 0, 2, parallel=True) is not None) == staged
+        inplace = inplace_kernel(prim, [(0, 0)], 2, gv.name_hint)
+        name = gv.name_hint + "_inplace"
+        with target:
+            mod = robust_schedule(target)(tvm.IRModule({name: inplace.with_attr("global_symbol", name)}))
+        scratch = kernel_scratch(mod, target)[name].bytes()
+        assert (scratch > 0) == staged, (gv.name_hint, scratch)
