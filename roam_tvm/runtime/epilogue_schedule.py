@@ -12,7 +12,8 @@ over its reduction loops is unchanged, so the results are bit for bit the fallba
 The rule applies when, after inlining, the last block is spatial and writes a parameter, and some
 reduction block writes an intermediate buffer that only the last block reads, at exactly the element
 it writes. Other blocks get the fallback mapping (one thread per output element). Otherwise it
-returns None and the next rule is tried.
+returns None and the next rule is tried. An accumulator that only its own reduction reads (the running
+maximum beside max-pool's argmax) is kept in the thread too.
 """
 from __future__ import annotations
 
@@ -100,5 +101,11 @@ class ReductionIntoEpilogue:
                     sch.compute_at(m.block_rv, tx, preserve_unit_loops=True)
                     sch.set_scope(m.block_rv, 0, "local")
             elif r_loops:
+                # an accumulator no other block reads (argmax's running maximum) stays in the thread
+                block = sch.get(info.block_rv)
+                for i, w in enumerate(block.writes):
+                    if not any(w.source.same_as(p) for p in params) \
+                            and _readers(sch, infos, w.source) in ([], [info]):
+                        sch.set_scope(info.block_rv, i, "local")
                 sch.decompose_reduction(info.block_rv, r_loops[0])
         return sch
