@@ -90,7 +90,8 @@ def test_empty_graph():
 def test_largest_cuts_are_exact_under_a_pruned_profile():
     # A pruned profile knows most ops only by their live bytes in some order; the pair bound
     # must pair the ops with the largest *cuts* (a real CNN's pair bound was missed this way).
-    from roam_tvm.graph.bounds import CutProfile, largest_cuts
+    from roam_tvm.graph.bounds import CutProfile
+    from roam_tvm.graph.pair_bound import largest_cuts
 
     for seed in range(20):
         g = random_training_graph(30, seed, program="random")

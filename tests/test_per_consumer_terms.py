@@ -78,7 +78,8 @@ def test_norm_backwards_need_less_in_any_order_with_the_split(monkeypatch):
     torch = pytest.importorskip("torch")
     import roam_tvm.frontend.autodiff as autodiff
     from roam_tvm.frontend import Adam, from_torch
-    from roam_tvm.graph.bounds import cut_profile, pair_cut_bound
+    from roam_tvm.graph.bounds import cut_profile
+    from roam_tvm.graph.pair_bound import pair_cut_bound
     from roam_tvm.passes import extract_graph
     from roam_tvm.report.simulate import schedule_for
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 
 from roam_tvm.graph import GraphBuilder
-from roam_tvm.graph.bounds import cut_bound, cut_profile, pair_cut_bound
+from roam_tvm.graph.bounds import cut_bound, cut_profile
+from roam_tvm.graph.pair_bound import pair_cut_bound
 from roam_tvm.graph.model import Graph
 from roam_tvm.order import exact_order, plan_order
 from roam_tvm.order.cutrepair import cut_guided_repair

@@ -9,7 +9,8 @@ import pytest
 from scipy.sparse.csgraph import breadth_first_order
 
 from roam_tvm.graph import GraphBuilder
-from roam_tvm.graph.bounds import _cut_data, cut_profile, pair_cut_bound
+from roam_tvm.graph.bounds import _cut_data, cut_profile
+from roam_tvm.graph.pair_bound import pair_cut_bound
 from roam_tvm.graph.model import Graph
 from roam_tvm.graph.set_bound import first_of_set, ordered_set_bound, set_cut_bound
 from roam_tvm.order import exact_order, plan_order

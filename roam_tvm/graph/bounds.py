@@ -7,6 +7,9 @@ All bounds assume perfect packing (no fragmentation), as ``Graph.peak`` does.
 * :func:`cut_bound` -- the least peak any topological order can reach, computed as
   ``max_j`` of a min-cut problem per op ``j``.
 
+Tighter bounds built on the same cuts live beside it: :mod:`.pair_bound` (two ops with the largest
+cuts cannot both run last) and :mod:`.set_bound` (of several unrelated ops, one runs first).
+
 The min-cut per op
 ------------------
 For op ``j`` let ``S`` be the set of ops run before ``j``: ``S`` is closed under
@@ -54,7 +57,7 @@ from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 from .model import Graph
 
 __all__ = ["order_bound", "any_bound", "cut_bound", "cut_profile", "CutProfile", "op_footprint",
-           "forced_cut", "pair_cut_bound"]
+           "forced_cut"]
 
 _INF = np.int32(2**31 - 1)
 _CAP_LIMIT = 2**29
@@ -405,87 +408,3 @@ def forced_cut(g: Graph, j: int, before: Iterable[np.ndarray] = (), after: Itera
     for ids in after:
         fixed[ids] = 2
     return g.always_live_bytes + _cut_data(g).cut_at(j, None, fixed)[0]
-
-
-def largest_cuts(g: Graph, profile: CutProfile, top: int, data: _CutData | None = None,
-                 deadline: float | None = None) -> list[int]:
-    """The ``top`` ops with the largest cuts, solving the cuts a pruned profile skipped.
-
-    A pruned :func:`cut_profile` knows only an upper bound (the live bytes in an order) for
-    most ops, and those bounds rank ops badly: an op can be live-heavy in every known order
-    yet have a small cut. Ops are taken by their best known value; one known only by its
-    upper bound is solved and put back, until the ``top`` largest are all exact (or
-    ``deadline``, a ``time.perf_counter()`` value, passes: the best known then).
-    """
-    import heapq
-    import time
-
-    data = _cut_data(g) if data is None else data
-    al = g.always_live_bytes
-    exact = dict(profile.cut)
-    heap = [(-exact.get(j, u), j) for j, u in enumerate(profile.upper)]
-    heapq.heapify(heap)
-    out: list[int] = []
-    while heap and len(out) < top:
-        neg, j = heapq.heappop(heap)
-        if j in exact or (deadline is not None and time.perf_counter() > deadline):
-            out.append(j)
-            continue
-        val, _coarse = data.cut_at(j)
-        exact[j] = min(val + al, -neg)
-        heapq.heappush(heap, (-exact[j], j))
-    return out
-
-
-def pair_cut_bound(g: Graph, profile: CutProfile, top: int = 8,
-                   time_limit: float | None = None) -> int:
-    """A lower bound at least ``profile.bound``, from pairs of ops with the largest cuts.
-
-    ``cut_j`` lets each op choose its own best set of predecessors, so two ops
-    can each ask to run after the other (two weight-gradient sums that each
-    want the other's operands already consumed). For two incomparable ops
-    ``a`` and ``b`` every order runs ``a`` before ``b`` or ``b`` before ``a``;
-    with ``a`` first, the live bytes at ``a`` are at least the cut at ``a``
-    with ``b`` and its descendants forced after it, and those at ``b`` at least
-    the cut at ``b`` with ``a`` and its ancestors forced before it. The least,
-    over the two cases, of the larger of the two is a lower bound on the peak
-    of every order.
-
-    Parameters
-    ----------
-    g : Graph
-    profile : CutProfile
-        From :func:`cut_profile`; the ``top`` ops with the largest cuts are paired
-        (:func:`largest_cuts` solves the cuts a pruned profile skipped).
-    top : int
-        Ops paired (``top * (top - 1) / 2`` pairs, four min cuts each).
-    time_limit : float, optional
-        Seconds; pairs not reached are skipped (the result stays valid).
-
-    Returns
-    -------
-    int
-        Bytes, always-live included.
-    """
-    import time
-
-    t0 = time.perf_counter()
-    best = profile.bound
-    data = _cut_data(g)
-    deadline = None if time_limit is None else t0 + 0.5 * time_limit
-    ops = largest_cuts(g, profile, top, data, deadline)
-    if len(ops) < 2:
-        return best
-    anc, desc = data.relatives(ops)
-    for i, a in enumerate(ops):
-        for b in ops[i + 1:]:
-            if time_limit is not None and time.perf_counter() - t0 > time_limit:
-                return best
-            if np.isin(b, desc[a]) or np.isin(a, desc[b]):
-                continue  # comparable: the plain cuts already bound both
-            a_first = max(forced_cut(g, a, after=[desc[b]]), forced_cut(g, b, before=[anc[a]]))
-            if a_first <= best:
-                continue
-            b_first = max(forced_cut(g, b, after=[desc[a]]), forced_cut(g, a, before=[anc[b]]))
-            best = max(best, min(a_first, b_first))
-    return best

@@ -11,7 +11,7 @@ every order runs one of them, ``a_i``, before the others, and so before every
 descendant of the others. The live bytes at ``a_i`` are then at least the cut at
 ``a_i`` with those descendants forced after it. The least of these ``k`` cuts is
 a lower bound on the peak of every order (:func:`first_of_set`; the pair bound,
-:func:`~roam_tvm.graph.bounds.pair_cut_bound`, is the two-op case with one more
+:func:`~roam_tvm.graph.pair_bound.pair_cut_bound`, is the two-op case with one more
 constraint, and draws its ops from the largest cuts instead). Going on: every
 order runs the set in some sequence, and at its ``p``-th op the earlier ones and
 their ancestors have run while the later ones and their descendants have not;

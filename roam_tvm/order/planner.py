@@ -13,7 +13,7 @@ Pipeline
    while the peak drops. This makes the long-distance moves (weight-gradient
    kernels pulled into the backward chain) that windows cannot.
 2c. If the peak is still above the bound, the pairwise bound
-   (:func:`~roam_tvm.graph.bounds.pair_cut_bound`), then the first-of-set bound
+   (:func:`~roam_tvm.graph.pair_bound.pair_cut_bound`), then the first-of-set bound
    (:func:`~roam_tvm.graph.set_bound.set_cut_bound`) may prove it optimal all the
    same; the larger replaces the bound from here on (``report["pair_bound"]``,
    ``report["set_bound"]``).
@@ -44,7 +44,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Sequence
 
-from ..graph.bounds import cut_profile, pair_cut_bound
+from ..graph.bounds import cut_profile
+from ..graph.pair_bound import pair_cut_bound
 from ..graph.set_bound import set_cut_bound
 from ..graph.model import Graph, GraphError
 from .cutrepair import cut_guided_repair

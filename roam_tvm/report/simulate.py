@@ -23,7 +23,8 @@ import tvm
 from tvm import relax, tirx
 
 from ..graph import Graph
-from ..graph.bounds import any_bound, cut_profile, pair_cut_bound
+from ..graph.bounds import any_bound, cut_profile
+from ..graph.pair_bound import pair_cut_bound
 from ..graph.set_bound import set_cut_bound
 from ..passes import LiftKernelScratch, RoamLayout, RoamOrder, RoamPlan, extract_graph, latest_layout, latest_order
 from ..passes.roam_order import reorder_function
@@ -85,7 +86,7 @@ PAIR_SECONDS = 30.0
 def lower_bounds(g: Graph, cut: bool = True, reached: int | None = None) -> dict[str, int]:
     """The ``order``, ``any``, ``cut``, ``pair`` and ``set`` lower bounds of an unplanned graph.
 
-    ``pair`` (:func:`~roam_tvm.graph.bounds.pair_cut_bound`) and ``set``
+    ``pair`` (:func:`~roam_tvm.graph.pair_bound.pair_cut_bound`) and ``set``
     (:func:`~roam_tvm.graph.set_bound.set_cut_bound`) are at least ``cut``; they
     are above it where unrelated ops each need the others to run first, as the
     weight-gradient sums of an unrolled RNN do (two ops, or several in sequence).
