@@ -107,6 +107,44 @@ def test_checker_rejects_an_unsafe_kernel_marked_as_inplace(chain):
     assert any("is not shifted" in p and "redirected" in p for p in problems), problems
 
 
+@T.prim_func(private=True, s_tir=True)
+def two_stage(a: T.Buffer((256, 64), "float32"), out: T.Buffer((256, 64), "float32")):
+    # safe for sequential loops (the first stage ends before the first write), not on a GPU
+    e = T.sblock_alloc_buffer((256, 64), "float32")
+    for i, j in T.grid(256, 64):
+        with T.sblock("first"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            e[vi, vj] = a[vi, (vj + 1) % 64]
+    for i, j in T.grid(256, 64):
+        with T.sblock("second"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            out[vi, vj] = e[vi, vj] * T.float32(2)
+
+
+def test_checker_refuses_a_staged_kernel_in_place_for_a_gpu(chain):
+    # The checker's own rule for GPU builds (an H200 run found such kernels staged through global
+    # scratch and giving other bits): a kernel of several blocks is not written in place there.
+    mod = chain[0]
+    new = RoamRemat("1", functions=["main"]).rewrite(mod)
+    f = new["main"]
+    a, o = two_stage.params
+    body = tvm_ffi.structural_map(two_stage.body, [(tirx.Var, lambda x: a if x.same_as(o) else x)])
+    inplace = tirx.PrimFunc([a], body, two_stage.ret_type, two_stage.attrs).with_attr(
+        "roam.inplace_of", ["two_stage", [[0, 0]]])
+    bb = relax.BlockBuilder()
+    sgv, ugv = bb.add_func(two_stage, "two_stage"), bb.add_func(inplace, "two_stage_inplace")
+    mod2 = new.clone()
+    mod2[sgv], mod2[ugv] = two_stage, inplace
+    i = _index(f, lambda b: b.value.op.name == "relax.call_tir_inplace")
+    call = f.body.blocks[0].bindings[i].value
+    rewritten = _replace_binding(f, i, relax.op.call_tir_inplace(ugv, list(call.args[1].fields), [0],
+                                                                   call.ty_args[0]))
+    on_cpu = check_recompute(mod["main"], rewritten, mod2)
+    on_gpu = check_recompute(mod["main"], rewritten, mod2, gpu=True)
+    assert not any("refused" in p for p in on_cpu), on_cpu
+    assert any("refused" in p and "one block" in p for p in on_gpu), on_gpu
+
+
 def test_checker_rejects_overwriting_a_parameter(chain):
     mod = chain[0]
     new = RoamRemat("1", functions=["main"]).rewrite(mod)

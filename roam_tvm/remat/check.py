@@ -28,7 +28,8 @@ mark is a claim, not a proof):
   reads input ``k`` it reads exactly the one element it writes, its
   iterators are data-parallel and bound to whole loops one to one, and no
   loop is thread-bound; nothing reads output ``m`` or writes input ``k``;
-  both have the same shape and dtype;
+  both have the same shape and dtype; for a step built for a GPU (``gpu=True``), ``f`` is one block
+  (a GPU schedule inlines earlier stages into the writer, or stages them through global scratch);
 * the overwritten argument is not a parameter of the function (and, as for
   every in-place call, never read afterwards).
 """
@@ -44,9 +45,10 @@ __all__ = ["check_recompute", "recomputed_calls"]
 class _Eval:
     """Tokens of one function's bindings (interned to ints, so deep DAGs stay cheap)."""
 
-    def __init__(self, func: relax.Function, ids: dict, mod: tvm.IRModule | None = None):
+    def __init__(self, func: relax.Function, ids: dict, mod: tvm.IRModule | None = None, gpu: bool = False):
         self.ids = ids  # shared by both functions, so equal values get equal tokens
         self.mod = mod
+        self.gpu = gpu
         self.params = set(func.params)
         self.env: dict = {}
         self.calls: dict[int, str] = {}  # call token -> the variable it was bound to
@@ -110,7 +112,8 @@ class _Eval:
             arg = fields[int(ix)] if 0 <= int(ix) < len(fields) else None
             if int(ix) >= 0 and arg in self.params:
                 self.problems.append(f"{where} overwrites the function parameter {arg.name} in place")
-        why = _kernel_problem(self.mod, kernel, claim, len(fields), [int(i) for i in e.attrs.inplace_indices])
+        why = _kernel_problem(self.mod, kernel, claim, len(fields), [int(i) for i in e.attrs.inplace_indices],
+                              self.gpu)
         if why:
             self.problems.append(f"{where}: in-place kernel {gv.name_hint} refused: {why}")
             return None
@@ -123,7 +126,7 @@ class _Eval:
 _MARK = "roam.inplace_of"  # the rewrite's claim (see the module notes)
 
 
-def _kernel_problem(mod, kernel, claim, n_in: int, idx: list[int]) -> str | None:
+def _kernel_problem(mod, kernel, claim, n_in: int, idx: list[int], gpu: bool = False) -> str | None:
     """Why ``kernel`` is not a safe in-place form of the kernel it claims (None: it is)."""
     orig = next((f for gv, f in mod.functions.items() if gv.name_hint == str(claim[0])), None)
     if not isinstance(orig, tirx.PrimFunc):
@@ -146,13 +149,13 @@ def _kernel_problem(mod, kernel, claim, n_in: int, idx: list[int]) -> str | None
             or not tvm_ffi.structural_equal(body, kernel.body):
         return f"it is not {claim[0]} with the outputs redirected to the inputs"
     for m, k in pairs:
-        why = _unsafe(orig, params[k], params[n_in + m])
+        why = _unsafe(orig, params[k], params[n_in + m], gpu)
         if why:
             return f"output {m} into input {k}: {why}"
     return None
 
 
-def _unsafe(f: tirx.PrimFunc, ib, ob) -> str | None:
+def _unsafe(f: tirx.PrimFunc, ib, ob, gpu: bool = False) -> str | None:
     """Why writing ``ob`` into ``ib`` may let a read of ``ib`` see a written value (None: it cannot)."""
     if str(ib.ty.dtype) != str(ob.ty.dtype) or not tvm_ffi.structural_equal(list(ib.ty.shape), list(ob.ty.shape)):
         return "shape or dtype differ"
@@ -167,6 +170,8 @@ def _unsafe(f: tirx.PrimFunc, ib, ob) -> str | None:
         tvm_ffi.structural_walk(stmt, [(object, visit)], order="pre")
     if any(lp.kind == tirx.ForKind.THREAD_BINDING or lp.thread_binding is not None for lp in loops):
         return "a loop is thread-bound"
+    if gpu and len(found) > 1:
+        return f"{len(found)} blocks: for a GPU only a kernel of one block is written in place"
 
     def regions(rs, buf):
         return [r for r in rs if r.source.same_as(buf)]
@@ -212,7 +217,7 @@ def _zero(e) -> bool:
 
 
 def check_recompute(reference: relax.Function, rewritten: relax.Function,
-                    mod: tvm.IRModule | None = None) -> list[str]:
+                    mod: tvm.IRModule | None = None, gpu: bool = False) -> list[str]:
     """Ways ``rewritten`` computes something else than ``reference`` (empty: same values).
 
     Parameters
@@ -222,6 +227,8 @@ def check_recompute(reference: relax.Function, rewritten: relax.Function,
     mod : IRModule, optional
         The rewritten module: its in-place kernels are checked (see the
         module notes); without it an in-place call counts as a new value.
+    gpu : bool
+        The step is built for a GPU: in-place kernels must be one block.
 
     Returns
     -------
@@ -231,7 +238,7 @@ def check_recompute(reference: relax.Function, rewritten: relax.Function,
     if len(reference.params) != len(rewritten.params):
         return [f"the rewritten function has {len(rewritten.params)} params, the reference {len(reference.params)}"]
     ids: dict = {}
-    ref, new = _Eval(reference, ids), _Eval(rewritten, ids, mod)
+    ref, new = _Eval(reference, ids), _Eval(rewritten, ids, mod, gpu)
     ref_calls = ref.calls
     out = [f"reference: {p}" for p in ref.problems] + list(new.problems)
     if new.result != ref.result:

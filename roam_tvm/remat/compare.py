@@ -106,7 +106,7 @@ def plan_budgeted(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
     seconds = time.perf_counter() - start
     # Two independent checks: the recomputation against roam's order, the
     # layout against the budgeted step it laid out.
-    violations = check_recompute(ordered[func], budgeted[func], budgeted)
+    violations = check_recompute(ordered[func], budgeted[func], budgeted, gpu="gpu" in tgt.keys)
     violations += check_plan(lowered[func], planned[func], planned)
     peak, g = planned_peak(planned[func], planned)
     if func in remat.skipped:
