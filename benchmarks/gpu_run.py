@@ -2,7 +2,8 @@
 
     TVM_USE_RUNTIME_LIB=1 PYTHONPATH=<tvm runtime>:. python benchmarks/gpu_run.py .gpu --out gpu_truth.json
 
-``<tvm runtime>`` is a folder holding the ``tvm`` package of this machine's apache-tvm without
+``<tvm runtime>`` (``python benchmarks/gpu_runtime_bundle.py`` makes it, and the wheel below) is a
+folder holding the ``tvm`` package of this machine's apache-tvm without
 ``lib/libtvm_compiler.so`` (about 10 MB once ``relax``, ``topi``, ``s_tir`` and ``web`` are left out too;
 ``TVM_USE_RUNTIME_LIB=1`` makes it load ``libtvm_runtime`` alone) and ``tvm_ffi`` for the GPU machine's
 Python (``pip download apache-tvm-ffi==<this machine's version> --python-version 3.12 --only-binary=:all:``).
