@@ -81,29 +81,38 @@ def shifted(a: T.Buffer((256, 64), "float32"), out: T.Buffer((256, 64), "float32
             out[vi, vj] = a[vi, (vj + 1) % 64]
 
 
-def test_checker_rejects_an_unsafe_kernel_marked_as_inplace(chain):
+def _called_in_place(chain, kernel, name: str):
+    """The rewrite of ``chain`` at budget 1 with its first in-place call redirected to ``kernel``
+    made in place by plain substitution (output 0 into input 0; no safety check), marked as
+    ``name``'s in-place form: (reference, rewritten function, its module, the kernel's GlobalVar)."""
     mod = chain[0]
     new = RoamRemat("1", functions=["main"]).rewrite(mod)
     f = new["main"]
-    # A kernel whose output element reads a neighbouring input element, made in place by plain
-    # substitution (what the rewrite refuses to do), and called where the rewrite wrote in place.
-    a, o = shifted.params
-    body = tvm_ffi.structural_map(shifted.body, [(tirx.Var, lambda x: a if x.same_as(o) else x)])
-    unsafe = tirx.PrimFunc([a], body, shifted.ret_type, shifted.attrs).with_attr(
-        "roam.inplace_of", ["shifted", [[0, 0]]])
+    a, o = kernel.params
+    body = tvm_ffi.structural_map(kernel.body, [(tirx.Var, lambda x: a if x.same_as(o) else x)])
+    inplace = tirx.PrimFunc([a], body, kernel.ret_type, kernel.attrs).with_attr(
+        "roam.inplace_of", [name, [[0, 0]]])
     bb = relax.BlockBuilder()
-    sgv, ugv = bb.add_func(shifted, "shifted"), bb.add_func(unsafe, "shifted_inplace")
+    kgv, igv = bb.add_func(kernel, name), bb.add_func(inplace, name + "_inplace")
     mod2 = new.clone()
-    mod2[sgv], mod2[ugv] = shifted, unsafe
+    mod2[kgv], mod2[igv] = kernel, inplace
     i = _index(f, lambda b: b.value.op.name == "relax.call_tir_inplace")
     call = f.body.blocks[0].bindings[i].value
-    bad = relax.op.call_tir_inplace(ugv, list(call.args[1].fields), [0], call.ty_args[0])
-    problems = check_recompute(mod["main"], _replace_binding(f, i, bad), mod2)
+    rewritten = _replace_binding(f, i, relax.op.call_tir_inplace(igv, list(call.args[1].fields), [0],
+                                                                   call.ty_args[0]))
+    return mod["main"], rewritten, mod2, igv
+
+
+def test_checker_rejects_an_unsafe_kernel_marked_as_inplace(chain):
+    # A kernel whose output element reads a neighbouring input element, made in place by plain
+    # substitution (what the rewrite refuses to do), and called where the rewrite wrote in place.
+    reference, rewritten, mod2, igv = _called_in_place(chain, shifted, "shifted")
+    problems = check_recompute(reference, rewritten, mod2)
     assert any("refused" in p and "another element" in p for p in problems), problems
     # and a kernel that is not the claimed one with its output redirected
-    mod2[ugv] = tirx.PrimFunc([a], shifted.body, shifted.ret_type, shifted.attrs).with_attr(
+    mod2[igv] = tirx.PrimFunc([shifted.params[0]], shifted.body, shifted.ret_type, shifted.attrs).with_attr(
         "roam.inplace_of", ["shifted", [[0, 0]]])
-    problems = check_recompute(mod["main"], _replace_binding(f, i, bad), mod2)
+    problems = check_recompute(reference, rewritten, mod2)
     assert any("is not shifted" in p and "redirected" in p for p in problems), problems
 
 
@@ -124,23 +133,9 @@ def two_stage(a: T.Buffer((256, 64), "float32"), out: T.Buffer((256, 64), "float
 def test_checker_refuses_a_staged_kernel_in_place_for_a_gpu(chain):
     # The checker's own rule for GPU builds (an H200 run found such kernels staged through global
     # scratch and giving other bits): a kernel of several blocks is not written in place there.
-    mod = chain[0]
-    new = RoamRemat("1", functions=["main"]).rewrite(mod)
-    f = new["main"]
-    a, o = two_stage.params
-    body = tvm_ffi.structural_map(two_stage.body, [(tirx.Var, lambda x: a if x.same_as(o) else x)])
-    inplace = tirx.PrimFunc([a], body, two_stage.ret_type, two_stage.attrs).with_attr(
-        "roam.inplace_of", ["two_stage", [[0, 0]]])
-    bb = relax.BlockBuilder()
-    sgv, ugv = bb.add_func(two_stage, "two_stage"), bb.add_func(inplace, "two_stage_inplace")
-    mod2 = new.clone()
-    mod2[sgv], mod2[ugv] = two_stage, inplace
-    i = _index(f, lambda b: b.value.op.name == "relax.call_tir_inplace")
-    call = f.body.blocks[0].bindings[i].value
-    rewritten = _replace_binding(f, i, relax.op.call_tir_inplace(ugv, list(call.args[1].fields), [0],
-                                                                   call.ty_args[0]))
-    on_cpu = check_recompute(mod["main"], rewritten, mod2)
-    on_gpu = check_recompute(mod["main"], rewritten, mod2, gpu=True)
+    reference, rewritten, mod2, _ = _called_in_place(chain, two_stage, "two_stage")
+    on_cpu = check_recompute(reference, rewritten, mod2)
+    on_gpu = check_recompute(reference, rewritten, mod2, gpu=True)
     assert not any("refused" in p for p in on_cpu), on_cpu
     assert any("refused" in p and "one block" in p for p in on_gpu), on_gpu
 
