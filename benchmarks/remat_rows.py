@@ -24,6 +24,7 @@ def prepare(name: str, sizes: dict, small: bool, target: str, order_time: float,
     from roam_tvm.remat.relax_remat import op_flops
     from roam_tvm.report.compare import with_param_kinds
     from roam_tvm.report.simulate import schedule_for
+    from roam_tvm.runtime.targets import as_target, is_gpu_target
 
     args = Namespace(model=name, batch=sizes.get("batch"), seq=sizes.get("seq"), image=sizes.get("image"),
                      small=small, optimizer=None, lr=None, loss=None, quiet=True)
@@ -37,8 +38,7 @@ def prepare(name: str, sizes: dict, small: bool, target: str, order_time: float,
     g = rg.graph
     flops = op_flops(ordered, g)
     # kernels built for a GPU are written in place only under the GPU rule, as RoamRemat does
-    parallel = "gpu" in tvm.target.Target(target).keys
-    pairs = inplace_candidates(ordered, rg, parallel) if inplace else None
+    pairs = inplace_candidates(ordered, rg, is_gpu_target(as_target(target))) if inplace else None
     prep = {"name": name, "sizes": sizes, "small": small, "g": g,
             "config": {k: v for k, v in spec.config.items() if isinstance(v, (int, float, str, bool))},
             "planner": RematPortfolio(g, list(range(len(g.ops))), "roofline", flops, time_limit=time_limit,

@@ -80,6 +80,7 @@ def plan_budgeted(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
     from ..verify import check_plan
     from .check import check_recompute
     from ..runtime.pipeline import as_target, roam_lower_passes
+    from ..runtime.targets import is_gpu_target
 
     func = ts.func_name
     tgt = as_target(target)
@@ -106,7 +107,7 @@ def plan_budgeted(ts, budget: Budget, target: str = "llvm", unbudgeted_peak: int
     seconds = time.perf_counter() - start
     # Two independent checks: the recomputation against roam's order, the
     # layout against the budgeted step it laid out.
-    violations = check_recompute(ordered[func], budgeted[func], budgeted, gpu="gpu" in tgt.keys)
+    violations = check_recompute(ordered[func], budgeted[func], budgeted, gpu=is_gpu_target(tgt))
     violations += check_plan(lowered[func], planned[func], planned)
     peak, g = planned_peak(planned[func], planned)
     if func in remat.skipped:

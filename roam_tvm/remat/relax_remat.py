@@ -271,8 +271,10 @@ class RoamRemat:
     def _rewrite_function(self, mod: tvm.IRModule, out: tvm.IRModule, gv: tvm.ir.GlobalVar, name: str) -> None:
         """Plan function ``name`` of ``mod`` under the budget and put its rewrite into ``out``."""
         rg = extract_graph(mod[gv], mod, name)
+        from ..runtime.targets import is_gpu_target
+
         target = tvm.target.Target.current(allow_none=True)
-        parallel = target is not None and "gpu" in target.keys  # kernels to be scheduled for a GPU
+        parallel = target is not None and is_gpu_target(target)  # kernels to be scheduled for a GPU
         pairs = inplace_candidates(mod, rg, parallel) if self.inplace else None
         planner = RematPortfolio(rg.graph, list(range(len(rg.graph.ops))), self.cost_model,
                                  op_flops(mod, rg.graph), time_limit=self.time_limit, inplace=pairs,
