@@ -12,7 +12,14 @@ own. Orders:
 * ``area``: largest size x length first;
 * ``long_lived``: ROAM's rule -- buffers living at least half the span are
   stacked first from offset 0, longest-lived lowest, then the rest by size;
-* ``start``: by start time (what an online allocator would see).
+* ``start``: largest first, ties by start time (what an online allocator would see);
+* ``end``: by end time, latest first (ties: longest first, then largest): a sweep
+  backwards in time. A training step's activations are freed by the backward in about
+  the reverse of the order the forward made them, and a backward's buffers come and go in
+  its own order, so placed from the end each buffer meets the ones that outlive it already
+  stacked. On an RNN's training trace (6,931 buffers, a long plateau at 0.96-1.0 x the
+  peak) it packs at the lower bound where every size order stays 9-15 % above it;
+* ``size_end``: largest first (ties: latest end first, then earliest start).
 
 The overlap query uses an index over the lifespans (checkpointed live sets plus
 a start-time sorted array), so each placement costs O(live) numpy work and
@@ -28,7 +35,9 @@ import numpy as np
 from .problem import Problem, Solution
 
 INF = np.int64(1) << np.int64(62)
-ORDERS = ("size", "size_long", "area", "long_lived", "length", "start")
+ORDERS = ("size", "end", "size_long", "area", "long_lived", "length", "start", "size_end")
+#: The leading orders, run under every fit before the rest (on big traces only a few passes fit).
+LEAD_ORDERS = 3
 
 
 class Arrays:
@@ -143,6 +152,10 @@ def order_for(arr: Arrays, name: str, rng: np.random.Generator | None = None) ->
         keys = (-size[idx], -area[idx])
     elif name == "start":
         keys = (-size[idx], lower[idx])
+    elif name == "end":
+        keys = (-size[idx], lower[idx], -arr.upper[idx])
+    elif name == "size_end":
+        keys = (lower[idx], -arr.upper[idx], -size[idx])
     elif name == "long_lived":
         span = (arr.upper[idx].max() - lower[idx].min()) if len(idx) else 0
         long = length[idx] * 2 >= span
@@ -227,9 +240,10 @@ def best_heuristic(problem: Problem, orders: Sequence[str] = ORDERS, fits: Seque
     index = index or OverlapIndex(arr)
     best: Solution | None = None
     tried = []
-    # The two size orders under every fit first (on big traces only a few passes fit in the time),
+    # The leading orders under every fit first (on big traces only a few passes fit in the time),
     # then the other orders.
-    pairs = [(o, f) for f in fits for o in orders[:2]] + [(o, f) for o in orders[2:] for f in fits]
+    lead = orders[:LEAD_ORDERS]
+    pairs = [(o, f) for f in fits for o in lead] + [(o, f) for o in orders[LEAD_ORDERS:] for f in fits]
     for order, fit in pairs:
         deadline = None if (best is None or time_limit is None) else t0 + time_limit
         offs = place(arr, order_for(arr, order), fit, index, deadline)
