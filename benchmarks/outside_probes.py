@@ -70,6 +70,10 @@ ROWS.update({name: "kinds_new.py" for name in (
 ROWS.update({name: "kinds_new_nn.py" for name in (
     "gru_cell_loop", "lstm_cell_loop2", "lstm_dropout", "gru_nobias", "rnn_packed", "moe_aux_loss", "cnn_dict_aux",
     "densenet_dropout", "densenet_buffer", "meta_llama")})
+ROWS.update({name: "kinds_fresh.py" for name in (
+    "mamba", "mamba2", "bamba", "rwkv", "mpt", "gpt_bigcode", "deberta_v2", "convbert", "funnel", "clip",
+    "segformer", "mobilevit", "timesformer", "wav2vec2_conformer")})
+ROWS.update({name: "kinds_fresh_nn.py" for name in ("gcn", "gat", "perceiver")})
 # rows that run a factory of ROWS with extra compare flags: row -> (factory, flags)
 VARIANTS = {"t5_small_bf16amp": ("t5_small", ["--precision", "bf16-amp"]),
             "t5_small_fp16amp": ("t5_small", ["--precision", "fp16-amp"]),
