@@ -48,6 +48,9 @@ class OpsNet(torch.nn.Module):
 
 OPS = {
     "pad": lambda m, h: F.pad(h.reshape(N, 3, 4), (1, 2, 0, 1)),
+    # negative widths crop: RWKV's token shift (ZeroPad2d((0, 0, 1, -1))), and both signs on one axis
+    "pad_crop": lambda m, h: torch.nn.ZeroPad2d((0, 0, 1, -1))(h.reshape(N, 3, 4)) * h.reshape(N, 3, 4),
+    "pad_mixed": lambda m, h: F.pad(h.reshape(N, 3, 4), (-1, 2, 1, -2)),
     "concat_one": lambda m, h: torch.cat([h], 1) * h,
     "split": lambda m, h: torch.split(h, [4, 8], 1)[1] * torch.split(h, [4, 8], 1)[0].sum(1, True),
     # b (D,) against a (N, D) mask: its gradient is summed over the batch
