@@ -3,7 +3,9 @@
 hybrid, RWKV's time mixing), ALiBi (MPT) and multi-query attention (GPT-BigCode), DeBERTa-v2's
 disentangled relative attention, ConvBERT's span-dynamic convolution, Funnel's pooled encoder, CLIP's
 two towers under a contrastive loss, Segformer's efficient attention with a per-pixel loss, MobileViT's
-unfolded patches, a wav2vec2-Conformer audio classifier and TimeSformer's divided space-time attention.
+unfolded patches, a wav2vec2-Conformer audio classifier and TimeSformer's divided space-time attention;
+then FNet's FFT mixing, XLNet's relative shift, Longformer's sliding-window chunks, RoFormer / ESM rotary
+encoders, MPNet's relative buckets, SqueezeBERT's grouped conv1d, LeViT, PoolFormer, Falcon-Mamba, HuBERT.
 Plain ``torch.nn`` models (a GNN, a Perceiver) are in kinds_fresh_nn.py.
 
 Each public function is a factory for ``roam-tvm compare --model benchmarks/outside/kinds_fresh.py:<name>``:
@@ -176,3 +178,95 @@ def wav2vec2_conformer():
     model = Logits(tf.Wav2Vec2ConformerForSequenceClassification(conf), "input_values")
     x = torch.randn(BATCH, 400, generator=gen)
     return model, (x,), (torch.randint(0, 4, (BATCH,), generator=gen),)
+
+
+# a second round: mixing without attention, relative attention, sparse attention, hashing
+def fnet():
+    """FNet masked LM (token mixing by a 2-D FFT's real part instead of attention), hidden 64."""
+    return _encoder("FNetConfig", "FNetForMaskedLM", None, hidden_size=64, num_hidden_layers=2,
+                    intermediate_size=96, max_position_embeddings=64, hidden_dropout_prob=0.0,
+                    use_tpu_fourier_optimizations=False, type_vocab_size=2)
+
+
+def xlnet():
+    """XLNet LM head (two-stream-free relative attention with rel_shift, segment biases), d_model 64."""
+    import transformers as tf
+
+    _quiet()
+    gen = _gen()
+    conf = tf.XLNetConfig(vocab_size=VOCAB, d_model=64, n_layer=2, n_head=4, d_inner=96, dropout=0.0,
+                          use_mems_train=False, mem_len=None)
+    model = Logits(tf.XLNetLMHeadModel(conf))
+    return model, (torch.randint(0, VOCAB, (BATCH, SEQ), generator=gen),), \
+        (torch.randint(0, VOCAB, (BATCH, SEQ), generator=gen),)
+
+
+def longformer():
+    """Longformer masked LM (sliding-window attention of width 4 over 16 tokens, chunked diagonals)."""
+    import transformers as tf
+
+    _quiet()
+    gen = _gen()
+    conf = tf.LongformerConfig(vocab_size=VOCAB, attention_window=4, pad_token_id=1, **_BERT_LIKE)
+    model = Logits(tf.LongformerForMaskedLM(conf))
+    return model, (torch.randint(2, VOCAB, (BATCH, 16), generator=gen),), \
+        (torch.randint(0, VOCAB, (BATCH, 16), generator=gen),)
+
+
+def roformer():
+    """RoFormer masked LM (rotary positions applied inside BERT-style attention), hidden 64."""
+    return _encoder("RoFormerConfig", "RoFormerForMaskedLM", None, embedding_size=64, **_BERT_LIKE)
+
+
+def mpnet():
+    """MPNet masked LM (32 T5-style relative position buckets in a BERT encoder), hidden 64."""
+    return _encoder("MPNetConfig", "MPNetForMaskedLM", None, relative_attention_num_buckets=32, pad_token_id=1,
+                    **_BERT_LIKE)
+
+
+def esm():
+    """ESM protein masked LM (rotary attention, pre-LayerNorm, token dropout off), hidden 64."""
+    return _encoder("EsmConfig", "EsmForMaskedLM", None, pad_token_id=1, mask_token_id=2,
+                    position_embedding_type="rotary", token_dropout=False, **_BERT_LIKE)
+
+
+def squeezebert():
+    """SqueezeBERT masked LM (grouped conv1d projections instead of linear layers), hidden 64."""
+    return _encoder("SqueezeBertConfig", "SqueezeBertForMaskedLM", None, embedding_size=64, q_groups=2,
+                    k_groups=2, v_groups=2, post_attention_groups=2, intermediate_groups=2, output_groups=2,
+                    **_BERT_LIKE)
+
+
+def levit():
+    """LeViT (conv stem, attention with learned biases indexed by offsets, a subsampling attention stage), 64x64 images."""
+    return _vision("LevitConfig", "LevitForImageClassification", image=64, image_size=64, patch_size=16,
+                   hidden_sizes=[32, 48], num_attention_heads=[2, 3], depths=[1, 1], key_dim=[8, 8],
+                   drop_path_rate=0, mlp_ratio=[2, 2], attention_ratio=[2, 2],
+                   down_ops=[["Subsample", 8, 32 // 8, 4, 2, 2]])
+
+
+def poolformer():
+    """PoolFormer (average pooling as the token mixer, GroupNorm(1) as LayerNorm), 32x32 images."""
+    return _vision("PoolFormerConfig", "PoolFormerForImageClassification", hidden_sizes=[16, 32], depths=[1, 1],
+                   num_encoder_blocks=2, patch_sizes=[7, 3], strides=[4, 2], padding=[2, 1], drop_path_rate=0)
+
+
+def falcon_mamba():
+    """Falcon-Mamba (Mamba with RMS-normalised B, C and dt before the scan), hidden 32."""
+    return _causal("FalconMamba", hidden_size=32, state_size=8, expand=2, conv_kernel=4, use_cache=False,
+                   tie_word_embeddings=False)
+
+
+def hubert():
+    """HuBERT classifier (conv feature encoder on 400 raw samples, grouped conv positions, post-norm), 4 classes."""
+    import transformers as tf
+
+    _quiet()
+    gen = _gen()
+    conf = tf.HubertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                           conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 4), num_conv_pos_embeddings=8,
+                           num_conv_pos_embedding_groups=4, hidden_dropout=0.0, attention_dropout=0.0,
+                           activation_dropout=0.0, feat_proj_dropout=0.0, layerdrop=0.0, final_dropout=0.0,
+                           mask_time_prob=0.0, num_labels=4, classifier_proj_size=16, vocab_size=VOCAB)
+    model = Logits(tf.HubertForSequenceClassification(conf), "input_values")
+    return model, (torch.randn(BATCH, 400, generator=gen),), (torch.randint(0, 4, (BATCH,), generator=gen),)
