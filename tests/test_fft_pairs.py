@@ -19,6 +19,7 @@ class Mixer(torch.nn.Module):
     def __init__(self, n=None):
         super().__init__()
         self.lin, self.head, self.n = torch.nn.Linear(D, D), torch.nn.Linear(D, 3), n
+        self.filter = torch.nn.Parameter(torch.randn(T, D // 2 + 1, 2))  # a global filter (GFNet)
 
     def forward(self, x):
         h = self.lin(x)
@@ -27,6 +28,9 @@ class Mixer(torch.nn.Module):
         mixed = torch.fft.fftn(h, dim=(1, 2)).real  # FNet
         mixed = mixed + torch.fft.fft(h, dim=1, norm="ortho").imag + torch.fft.fft2(h, norm="forward").real
         mixed = mixed + torch.fft.fft(torch.fft.fft(h, dim=-1), dim=1).imag  # a transform of a transform
+        spec = torch.fft.rfft2(h, dim=(1, 2), norm="ortho") * torch.view_as_complex(self.filter)
+        mixed = mixed + torch.fft.irfft2(spec, s=(T, D), dim=(1, 2), norm="ortho")  # GFNet's filter
+        mixed = mixed + torch.fft.ifft(torch.fft.rfft(h, dim=1), dim=2).real.sum(1, keepdim=True)
         return self.head(torch.tanh(mixed).mean(1))
 
 

@@ -17,8 +17,9 @@ from test_outside_hf_more import OUTSIDE, _module  # noqa: E402
 from test_outside_kinds_more import check_outside_step  # noqa: E402
 
 HF, NN = os.path.join(OUTSIDE, "kinds_fresh.py"), os.path.join(OUTSIDE, "kinds_fresh_nn.py")
-# message passing by index_add_ / scatter_add with the edge list an input (GCN) or a buffer (GAT)
-FAST = [("gcn", NN), ("gat", NN)]
+# message passing by index_add_ / scatter_add with the edge list an input (GCN) or a buffer (GAT);
+# GFNet's rfft2 -> complex filter -> irfft2 (fft_pairs.py)
+FAST = [("gcn", NN), ("gat", NN), ("gfnet", NN)]
 SLOW = [("perceiver", NN), ("mamba", HF), ("clip", HF)]
 
 

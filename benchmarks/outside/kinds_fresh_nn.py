@@ -1,7 +1,7 @@
 """Plain ``torch.nn`` outside models of architectures no other outside file covers: graph networks whose
 message passing is ``index_add_`` / ``scatter_add`` over an edge list (a GCN taking the edge list as an
 input, a GAT with an edge softmax), and a Perceiver (learned latents cross-attending to a long input,
-then a latent self-attention stack). The ``transformers`` ones are in kinds_fresh.py.
+then a latent self-attention stack) and GFNet (global filters: ``rfft2``, a complex product, ``irfft2``). The ``transformers`` ones are in kinds_fresh.py.
 
 Each public function is a factory for ``roam-tvm compare --model benchmarks/outside/kinds_fresh_nn.py:<name>``
 returning ``(model, example_inputs, targets)``, tiny, random weights and data, seeded.
@@ -147,3 +147,43 @@ def perceiver():
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
     return Perceiver(), (torch.randn(2, 64, 8, generator=gen),), (torch.randint(0, CLASSES, (2,), generator=gen),)
+
+
+class GlobalFilter(nn.Module):
+    """GFNet's token mixer: ``irfft2(rfft2(x) * W)`` with a learned complex filter ``W``."""
+
+    def __init__(self, dim: int, h: int, w: int):
+        super().__init__()
+        self.h, self.w = h, w
+        self.weight = nn.Parameter(torch.randn(h, w // 2 + 1, dim, 2) * 0.02)
+
+    def forward(self, x):  # [B, h * w, dim]
+        b, n, c = x.shape
+        x = x.view(b, self.h, self.w, c)
+        x = torch.fft.rfft2(x, dim=(1, 2), norm="ortho") * torch.view_as_complex(self.weight)
+        return torch.fft.irfft2(x, s=(self.h, self.w), dim=(1, 2), norm="ortho").reshape(b, n, c)
+
+
+class GFNet(nn.Module):
+    """Patch embedding, 2 blocks of (LayerNorm -> global filter -> LayerNorm -> MLP), mean-pooled head."""
+
+    def __init__(self, dim=32, grid=8, classes=CLASSES):
+        super().__init__()
+        self.embed = nn.Conv2d(3, dim, 4, 4)
+        self.blocks = nn.ModuleList([nn.ModuleDict(dict(
+            n1=nn.LayerNorm(dim), filt=GlobalFilter(dim, grid, grid), n2=nn.LayerNorm(dim),
+            mlp=nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim)))) for _ in range(2)])
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        x = self.embed(x).flatten(2).transpose(1, 2)
+        for blk in self.blocks:
+            x = x + blk["mlp"](blk["n2"](blk["filt"](blk["n1"](x))))
+        return self.head(x.mean(1))
+
+
+def gfnet():
+    """GFNet (rfft2 -> complex filter -> irfft2 token mixing) on 32x32 images in 4x4 patches."""
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    return GFNet(), (torch.randn(2, 3, 32, 32, generator=gen),), (torch.randint(0, CLASSES, (2,), generator=gen),)

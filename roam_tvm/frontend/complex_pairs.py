@@ -77,7 +77,8 @@ class _PairMode:
                 if func is T.is_complex:
                     return self._is(args[0])
                 if func in ffts:
-                    return self._mark(dft(ffts[func], args[0], self._is(args[0]), args, kwargs))
+                    out = dft(ffts[func], args[0], self._is(args[0]), args, kwargs)
+                    return out if ffts[func].startswith("irfft") else self._mark(out)  # irfft: real
                 if not any(self._is(a) for a in (*args, *kwargs.values())):
                     return func(*args, **kwargs)
                 return self._pair_op(func, args, kwargs)
@@ -129,7 +130,7 @@ class _PairMode:
                 if func in (T.float, T.type_as):
                     return self._mark(x)
                 raise UnsupportedError(f"a complex tensor reaches {name}, which roam-tvm does not trace on "
-                                       f"complex numbers (held as real pairs: polar, view_as_complex, fft/fft2/fftn, "
+                                       f"complex numbers (held as real pairs: polar, view_as_complex, torch.fft (i)(r)fft(2/n), "
                                        f"real/imag, multiply, add, reshape/view/unsqueeze/expand/transpose/permute, "
                                        f"indexing, view_as_real). {_WAY_OUT}")
 
