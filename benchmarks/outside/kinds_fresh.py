@@ -270,3 +270,33 @@ def hubert():
                            mask_time_prob=0.0, num_labels=4, classifier_proj_size=16, vocab_size=VOCAB)
     model = Logits(tf.HubertForSequenceClassification(conf), "input_values")
     return model, (torch.randn(BATCH, 400, generator=gen),), (torch.randint(0, 4, (BATCH,), generator=gen),)
+
+
+def bigbird():
+    """BigBird masked LM with block-sparse attention (block 2, 1 random block) over 32 tokens."""
+    import transformers as tf
+
+    _quiet()
+    gen = _gen()
+    conf = tf.BigBirdConfig(vocab_size=VOCAB, attention_type="block_sparse", block_size=2, num_random_blocks=1,
+                            pad_token_id=1, **_BERT_LIKE)
+    model = Logits(tf.BigBirdForMaskedLM(conf))
+    return model, (torch.randint(2, VOCAB, (BATCH, 32), generator=gen),), \
+        (torch.randint(0, VOCAB, (BATCH, 32), generator=gen),)
+
+
+def reformer():
+    """Reformer LM (local attention then LSH attention with 2 hashes, reversible residuals, axial positions)."""
+    import transformers as tf
+
+    _quiet()
+    gen = _gen()
+    conf = tf.ReformerConfig(vocab_size=VOCAB, hidden_size=32, num_attention_heads=2, attention_head_size=16,
+                             attn_layers=["local", "lsh"], feed_forward_size=64, axial_pos_shape=[4, 4],
+                             axial_pos_embds_dim=[16, 16], max_position_embeddings=16, lsh_attn_chunk_length=4,
+                             local_attn_chunk_length=4, num_buckets=2, num_hashes=2, is_decoder=True,
+                             hidden_dropout_prob=0.0, lsh_attention_probs_dropout_prob=0.0,
+                             local_attention_probs_dropout_prob=0.0, axial_pos_embds=True, pad_token_id=1, seed=0)
+    model = Logits(tf.ReformerModelWithLMHead(conf))
+    return model, (torch.randint(2, VOCAB, (BATCH, 16), generator=gen),), \
+        (torch.randint(0, VOCAB, (BATCH, 16), generator=gen),)
