@@ -84,7 +84,11 @@ VARIANTS = {"t5_small_bf16amp": ("t5_small", ["--precision", "bf16-amp"]),
             "qwen2_bf16amp": ("qwen2", ["--precision", "bf16-amp"]),
             "qwen2_fp16amp": ("qwen2", ["--precision", "fp16-amp"]),
             "gru_cell_loop_bf16amp": ("gru_cell_loop", ["--precision", "bf16-amp"]),
-            "flan_t5_bf16amp": ("flan_t5", ["--precision", "bf16-amp"])}
+            "flan_t5_bf16amp": ("flan_t5", ["--precision", "bf16-amp"]),
+            "mamba_bf16amp": ("mamba", ["--precision", "bf16-amp"]),
+            "clip_fp16amp": ("clip", ["--precision", "fp16-amp"]),
+            "deberta_v2_bf16amp": ("deberta_v2", ["--precision", "bf16-amp"]),
+            "gcn_bf16amp": ("gcn", ["--precision", "bf16-amp"])}
 CUT_SLACK = 1.02  # the bar: roam within 2% of the cut lower bound
 
 
