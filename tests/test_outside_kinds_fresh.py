@@ -20,7 +20,9 @@ HF, NN = os.path.join(OUTSIDE, "kinds_fresh.py"), os.path.join(OUTSIDE, "kinds_f
 # message passing by index_add_ / scatter_add with the edge list an input (GCN) or a buffer (GAT);
 # GFNet's rfft2 -> complex filter -> irfft2 (fft_pairs.py)
 FAST = [("gcn", NN), ("gat", NN), ("gfnet", NN)]
-SLOW = [("perceiver", NN), ("mamba", HF), ("clip", HF)]
+# the rows a fix was needed for: Mamba (select gradients), RWKV (cropping pad), Funnel (negative-step arange),
+# FNet (fft pairs)
+SLOW = [("perceiver", NN), ("clip", HF), ("mamba", HF), ("rwkv", HF), ("funnel", HF), ("fnet", HF)]
 
 
 def _check(name, path, monkeypatch):
