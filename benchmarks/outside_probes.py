@@ -74,6 +74,7 @@ ROWS.update({name: "kinds_fresh.py" for name in (
     "mamba", "mamba2", "bamba", "rwkv", "mpt", "gpt_bigcode", "deberta_v2", "convbert", "funnel", "clip",
     "segformer", "mobilevit", "timesformer", "wav2vec2_conformer", "fnet", "xlnet", "longformer", "roformer",
     "mpnet", "esm", "squeezebert", "levit", "poolformer", "falcon_mamba", "hubert", "bigbird", "reformer")})
+ROWS.update({name: "kinds_fresh_losses.py" for name in ("vqvae", "simclr", "triplet", "capsnet", "ft_transformer")})
 ROWS.update({name: "kinds_fresh3.py" for name in (
     "recurrent_gemma", "jamba", "zamba2", "falcon_h1", "diffllama", "dinov2", "pvt_v2", "focalnet", "efficientnet_hf",
     "wavlm", "nystromformer")})
