@@ -70,6 +70,15 @@ ROWS.update({name: "kinds_new.py" for name in (
 ROWS.update({name: "kinds_new_nn.py" for name in (
     "gru_cell_loop", "lstm_cell_loop2", "lstm_dropout", "gru_nobias", "rnn_packed", "moe_aux_loss", "cnn_dict_aux",
     "densenet_dropout", "densenet_buffer", "meta_llama")})
+ROWS.update({name: "kinds_fresh.py" for name in (
+    "mamba", "mamba2", "bamba", "rwkv", "mpt", "gpt_bigcode", "deberta_v2", "convbert", "funnel", "clip",
+    "segformer", "mobilevit", "timesformer", "wav2vec2_conformer", "fnet", "xlnet", "longformer", "roformer",
+    "mpnet", "esm", "squeezebert", "levit", "poolformer", "falcon_mamba", "hubert", "bigbird", "reformer")})
+ROWS.update({name: "kinds_fresh_losses.py" for name in ("vqvae", "simclr", "triplet", "capsnet", "ft_transformer")})
+ROWS.update({name: "kinds_fresh3.py" for name in (
+    "recurrent_gemma", "jamba", "zamba2", "falcon_h1", "diffllama", "dinov2", "pvt_v2", "focalnet", "efficientnet_hf",
+    "wavlm", "nystromformer")})
+ROWS.update({name: "kinds_fresh_nn.py" for name in ("gcn", "gat", "perceiver", "gfnet")})
 # rows that run a factory of ROWS with extra compare flags: row -> (factory, flags)
 VARIANTS = {"t5_small_bf16amp": ("t5_small", ["--precision", "bf16-amp"]),
             "t5_small_fp16amp": ("t5_small", ["--precision", "fp16-amp"]),
@@ -79,7 +88,11 @@ VARIANTS = {"t5_small_bf16amp": ("t5_small", ["--precision", "bf16-amp"]),
             "qwen2_bf16amp": ("qwen2", ["--precision", "bf16-amp"]),
             "qwen2_fp16amp": ("qwen2", ["--precision", "fp16-amp"]),
             "gru_cell_loop_bf16amp": ("gru_cell_loop", ["--precision", "bf16-amp"]),
-            "flan_t5_bf16amp": ("flan_t5", ["--precision", "bf16-amp"])}
+            "flan_t5_bf16amp": ("flan_t5", ["--precision", "bf16-amp"]),
+            "mamba_bf16amp": ("mamba", ["--precision", "bf16-amp"]),
+            "clip_fp16amp": ("clip", ["--precision", "fp16-amp"]),
+            "deberta_v2_bf16amp": ("deberta_v2", ["--precision", "bf16-amp"]),
+            "gcn_bf16amp": ("gcn", ["--precision", "bf16-amp"])}
 CUT_SLACK = 1.02  # the bar: roam within 2% of the cut lower bound
 
 

@@ -48,6 +48,9 @@ class OpsNet(torch.nn.Module):
 
 OPS = {
     "pad": lambda m, h: F.pad(h.reshape(N, 3, 4), (1, 2, 0, 1)),
+    # negative widths crop: RWKV's token shift (ZeroPad2d((0, 0, 1, -1))), and both signs on one axis
+    "pad_crop": lambda m, h: torch.nn.ZeroPad2d((0, 0, 1, -1))(h.reshape(N, 3, 4)) * h.reshape(N, 3, 4),
+    "pad_mixed": lambda m, h: F.pad(h.reshape(N, 3, 4), (-1, 2, 1, -2)),
     "concat_one": lambda m, h: torch.cat([h], 1) * h,
     "split": lambda m, h: torch.split(h, [4, 8], 1)[1] * torch.split(h, [4, 8], 1)[0].sum(1, True),
     # b (D,) against a (N, D) mask: its gradient is summed over the batch
@@ -61,6 +64,9 @@ OPS = {
     "index_put_set": lambda m, h: h.index_put((_idx(0, 2),), m.b[None, :] * h[3:4]),
     "index_select": lambda m, h: h[:, _idx(0, 5, 5, 11)],
     "select": lambda m, h: h[:, 3] * h[:, -1],  # take with a 0-d index
+    "select_list": lambda m, h: h[:, [4]] * h[:, [-2]],  # take with a one-element 1-d index
+    # a scan reading every step of a sequence (Mamba's x[:, :, t]): one gradient per step summed up
+    "select_scan": lambda m, h: torch.stack([h.reshape(N, 3, 4)[:, t] * (t + 1.0) for t in range(3)], 1),
     "take_2d": lambda m, h: h[:, torch.tensor([[0, 5], [5, 11]])],
     "scatter": lambda m, h: h.scatter(1, _idx(0, 4, 7).expand(N, 3), h[:, 8:11] * 3.0),
     "scatter_add": lambda m, h: h.scatter_add(1, _idx(0, 4, 4).expand(N, 3), h[:, 8:11]),

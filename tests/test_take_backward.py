@@ -4,7 +4,8 @@ TVM's kernel decodes every output coordinate from a flattened address that holds
 loaded index, so at real sizes no GPU thread binding could be proven race-free and the
 CUDA build of an RNN classifier failed. The replacement must (1) give what numpy's
 ``np.add.at`` gives, bit-identical to TVM's kernel on llvm, (2) bind its columns to GPU
-threads at any size, and (3) be what the frontend emits for ``y[:, -1]``.
+threads at any size, and (3) be what the frontend emits for ``y[:, [3, 0]]`` (``y[:, -1]``, one
+constant index, gets a zero pad instead: grad_select.py).
 """
 import numpy as np
 import pytest
@@ -94,22 +95,38 @@ def test_real_size_binds_one_thread_per_column(target):
     assert _threads(bind_loops(ours, target)) == 32 * 1024
 
 
-class _LastStep(torch.nn.Module):
-    def __init__(self, hidden: int):
+class _Steps(torch.nn.Module):
+    """Reads steps ``[3, 0]`` of the sequence (``index_select``: a take of a 1-d index), or only the
+    last one (``out[:, -1]``, a select: its gradient is a zero pad since grad_select.py)."""
+
+    def __init__(self, hidden: int, last: bool = False):
         super().__init__()
         self.proj = torch.nn.Linear(8, hidden)
         self.head = torch.nn.Linear(hidden, 3)
+        self.last = last
 
     def forward(self, x):
-        return self.head(self.proj(x)[:, -1])
+        h = self.proj(x)
+        return self.head(h[:, -1] if self.last else h[:, [3, 0]].sum(1))
+
+
+def _step(last: bool):
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(8, 4, 8, generator=g), torch.randint(0, 3, (8,), generator=g)
+    return from_torch(_Steps(1024, last), (x,), (y,), optimizer=Adam(lr=1e-3), quiet=True)
 
 
 def test_frontend_emits_the_kernel_and_cuda_schedules_it(target):
-    g = torch.Generator().manual_seed(0)
-    x, y = torch.randn(8, 4, 8, generator=g), torch.randint(0, 3, (8,), generator=g)
-    ts = from_torch(_LastStep(1024), (x,), (y,), optimizer=Adam(lr=1e-3), quiet=True)
+    ts = _step(last=False)
     names = [gv.name_hint for gv in ts.mod.get_global_vars()]
     assert any(n.startswith("take_backward_float32_") for n in names), names
     assert "relax.grad.take_backward" not in ts.mod.script()
+    with target:
+        robust_schedule(target)(schedule_for(ts.mod, target))
+
+
+def test_last_step_gradient_is_a_pad_that_cuda_schedules(target):
+    ts = _step(last=True)
+    assert "take_backward" not in ts.mod.script()
     with target:
         robust_schedule(target)(schedule_for(ts.mod, target))

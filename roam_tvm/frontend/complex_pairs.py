@@ -5,7 +5,7 @@ LLaMA's reference code, DeepSeek-V2 and many user models rotate q/k with complex
 ``torch.view_as_real(...)``. TVM's importer has no complex dtype (``view_as_complex`` / ``polar`` are
 refused), so while the model is traced, :func:`complex_as_pairs` (a ``TorchFunctionMode``) keeps every
 complex tensor as a real tensor with a trailing axis of 2 (exactly ``view_as_real``'s layout) and runs the
-ops on it in real arithmetic: the exported step has only real ops, whose gradients the frontend has.
+ops on it in real arithmetic (Fourier transforms, FNet's token mixing, too: :mod:`.fft_pairs`): the exported step has only real ops, whose gradients the frontend has.
 
 Shape queries on such a tensor answer for the complex tensor (the pair axis hidden), so code that checks or
 reshapes by ``freqs_cis.shape`` keeps working. An op on a complex tensor that is not handled here raises
@@ -17,6 +17,7 @@ import contextlib
 import weakref
 
 from .errors import UnsupportedError
+from .fft_pairs import FFT_NAMES, dft
 
 _WAY_OUT = ("Way out: write the rotation in real arithmetic (x * cos + rotate_half(x) * sin), as Hugging "
             "Face's LLaMA does.")
@@ -49,6 +50,7 @@ class _PairMode:
         from torch.overrides import TorchFunctionMode
 
         T = torch.Tensor
+        ffts = {getattr(torch.fft, n): n for n in FFT_NAMES}
 
         class Mode(TorchFunctionMode):
             def __init__(self):
@@ -74,6 +76,9 @@ class _PairMode:
                     return args[0].view(args[0].shape)  # unmarked: real from here on
                 if func is T.is_complex:
                     return self._is(args[0])
+                if func in ffts:
+                    out = dft(ffts[func], args[0], self._is(args[0]), args, kwargs)
+                    return out if ffts[func].startswith("irfft") else self._mark(out)  # irfft: real
                 if not any(self._is(a) for a in (*args, *kwargs.values())):
                     return func(*args, **kwargs)
                 return self._pair_op(func, args, kwargs)
@@ -84,6 +89,9 @@ class _PairMode:
                 prop = getattr(getattr(func, "__self__", None), "__name__", None)  # a property's getter
                 if name == "__get__" and prop in ("shape", "ndim"):
                     return x.shape[:-1] if prop == "shape" else x.dim() - 1
+                if (name == "__get__" and prop in ("real", "imag")) or func in (torch.real, torch.imag):
+                    part = 0 if prop == "real" or func is torch.real else 1
+                    return x[..., part]  # unmarked: real from here on
                 if name == "__get__":  # device, dtype, requires_grad, ...: the pair tensor's
                     return func(*args, **kwargs)
                 if func is T.size:
@@ -122,8 +130,8 @@ class _PairMode:
                 if func in (T.float, T.type_as):
                     return self._mark(x)
                 raise UnsupportedError(f"a complex tensor reaches {name}, which roam-tvm does not trace on "
-                                       f"complex numbers (held as real pairs: polar, view_as_complex, "
-                                       f"multiply, add, reshape/view/unsqueeze/expand/transpose/permute, "
+                                       f"complex numbers (held as real pairs: polar, view_as_complex, torch.fft (i)(r)fft(2/n), "
+                                       f"real/imag, multiply, add, reshape/view/unsqueeze/expand/transpose/permute, "
                                        f"indexing, view_as_real). {_WAY_OUT}")
 
         return Mode()

@@ -27,6 +27,7 @@
 * ``_native_batch_norm_legit_no_training`` (an eval-mode BN in a training step, e.g. a frozen
   backbone's): an affine map with the running statistics; ``DecomposeOpsForTraining``
   expanded TVM's ``batch_norm(training=False)`` with batch statistics (``eval_batch_norm.py``).
+* ``arange`` with a negative step: TVM's length is off (``arange_negative.py``).
 * ``max_pool3d`` / ``avg_pool3d`` (no gradient in TVM 0.27; LocalResponseNorm uses the
   latter): two 2-D poolings (``pool3d.py``).
 
@@ -38,6 +39,7 @@ import tvm
 from tvm import relax
 from tvm.relax import op as R
 from .advanced_index import CONVERTERS as INDEX_CONVERTERS
+from .arange_negative import CONVERTERS as ARANGE_CONVERTERS
 from .convert_elu import convert_elu
 from .detach import convert_detach
 from .embedding import CONVERTERS as EMBEDDING_CONVERTERS
@@ -135,6 +137,8 @@ CONVERTERS = {"select.int": _select, "scatter_add.default": _scatter_add,
               "elu.default": convert_elu,
               **EMBEDDING_CONVERTERS, **BAG_CONVERTERS, **PUT_CONVERTERS,
               **INDEX_CONVERTERS, **PROMOTING_CONVERTERS,
+              # a negative step at PyTorch's length (arange_negative.py)
+              **ARANGE_CONVERTERS,
               # real max-pool indices (MaxUnpool), adaptive max pooling (pool_indices.py)
               **POOL_CONVERTERS, **POOL3D_CONVERTERS,
               # eval-mode BN (a frozen backbone's) with its running statistics (eval_batch_norm.py)

@@ -24,6 +24,7 @@ checked against torch autograd in float64 by ``tests/test_grad_ops.py``.
   (Swin's ``torch.roll``, exported as ``index_select``, kept both the padded input and
   the first roll's output), where PyTorch's ``index_select_backward`` keeps only indices.
   A parameter (an embedding table) is passed as it is: it is live throughout anyway.
+  One constant index (``x[:, i]``) gets a zero pad instead (:mod:`.grad_select`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 from tvm import relax
 from tvm.relax import op as R
 from tvm.relax.op.grad import no_grad
+from .grad_select import select_grad_as_pad
 from .relax_shapes import static_shape as _shape, fit_to as _fit
 
 
@@ -87,6 +89,9 @@ def _cumsum_grad(orig_var, orig_call, output_grad, ctx):
 def _take_grad(orig_var, orig_call, output_grad, ctx):
     x, idx = orig_call.args
     axis = orig_call.attrs.axis
+    padded = select_grad_as_pad(x, idx, axis, output_grad, ctx)  # x[:, i]: a slice's gradient
+    if padded is not None:
+        return [padded, no_grad(idx)]
     g = output_grad
     if idx.ty.ndim != 1:
         n = 1

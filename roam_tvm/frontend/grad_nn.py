@@ -2,7 +2,8 @@
 
 Each is checked against torch autograd in float64 by ``tests/test_grad_ops.py``.
 
-* ``relax.nn.pad`` (constant mode): the output gradient sliced back to the input's extent.
+* ``relax.nn.pad`` (constant mode): the output gradient sliced back to the input's extent; where a
+  width is negative (a crop) the slice is padded with zeros back to the input's extent.
 * ``relax.nn.group_norm``: closed form over the groups, reading ``x`` and ``gamma`` only
   (the statistics are recomputed, as :mod:`.norm_grad` does for layer_norm).
 * ``relax.image.resize2d``, nearest neighbour by an integer factor (``F.interpolate(...,
@@ -31,16 +32,24 @@ def _pad_grad(orig_var, orig_call, output_grad, ctx):
     x = orig_call.args[0]
     widths = [int(w) for w in attrs.pad_width]
     shape = _shape(x)
-    if any(w < 0 for w in widths):
-        raise UnsupportedError("the gradient of relax.nn.pad with negative widths (cropping) "
-                               "is not supported; slice the tensor instead")
+    rest = [no_grad(a) for a in orig_call.args[1:]]
     axes = [a for a in range(len(shape)) if widths[2 * a] or widths[2 * a + 1]]
     if not axes:
-        return [output_grad] + [no_grad(a) for a in orig_call.args[1:]]
-    begin = [widths[2 * a] for a in axes]
-    end = [widths[2 * a] + shape[a] for a in axes]
-    return [R.strided_slice(output_grad, axes, begin, end)] + [
-        no_grad(a) for a in orig_call.args[1:]]
+        return [output_grad] + rest
+    # A negative width crops (RWKV's token shift is ZeroPad2d((0, 0, 1, -1))): the output's
+    # elements that came from the input are sliced out, and the cropped input elements, which
+    # reached no output, get zeros back by padding the slice.
+    begin = [max(widths[2 * a], 0) for a in axes]
+    kept = [shape[a] + min(widths[2 * a], 0) + min(widths[2 * a + 1], 0) for a in axes]
+    if any(k <= 0 for k in kept):  # every input element cropped away: no output reads it
+        return [R.zeros(x.struct_info.shape, x.ty.dtype)] + rest
+    grad = R.strided_slice(output_grad, axes, begin, [b + k for b, k in zip(begin, kept)])
+    refill = [0] * (2 * len(shape))
+    for a in axes:
+        refill[2 * a], refill[2 * a + 1] = max(-widths[2 * a], 0), max(-widths[2 * a + 1], 0)
+    if any(refill):
+        grad = R.nn.pad(ctx.normalize(grad), refill, pad_mode="constant", pad_value=0.0)
+    return [grad] + rest
 
 
 def _group_norm_grad(orig_var, orig_call, output_grad, ctx):
