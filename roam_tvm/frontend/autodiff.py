@@ -20,6 +20,7 @@ from .gradient_errors import explain_gradient_failure
 from .norm_grad import share_statistics
 from .per_consumer_terms import merge_identical_bindings, per_consumer_terms
 from .relax_walk import bindings, op_name
+from .split_of_pad import split_pads
 from .stop_gradient import ActiveVars, insert_stop_gradients, remove_stop_gradients
 from .unit_axis_sums import sums_over_unit_axes_as_reshapes
 
@@ -98,6 +99,9 @@ def differentiate(mod: tvm.IRModule, pvars: list,
     mod["fwd_adjoint"] = remove_stop_gradients(mod["fwd_adjoint"])
     # a frozen weight's input gradient reads the weight, not a transposed copy of it
     mod["fwd_adjoint"] = cancel_double_transposes(mod["fwd_adjoint"])
+    # a step's gradient padded to the sequence and split back into steps is split on the pad's
+    # core: the steps in the padding get zero fills, no sequence-sized copies
+    mod["fwd_adjoint"] = split_pads(mod["fwd_adjoint"])
     # the forward's norms become the same primitive ops as before (batch_norm in training
     # mode: batch statistics); the backward already is primitive
     mod = relax.transform.DecomposeOpsForTraining("fwd_adjoint")(mod)
