@@ -23,13 +23,34 @@ from dataclasses import dataclass
 from tvm import relax
 from tvm.relax import op as R
 
-from .relax_shapes import shape_tuple
+from .relax_shapes import scalar_value, shape_tuple
 from .relax_walk import bindings, op_name
 
 #: ops between a term's operand and its gate concat, redone per gate (a view, a cast)
 _THROUGH = ("relax.reshape", "relax.astype")
 #: ops between a gradient and its sum, redone per gate
 _WRAPPERS = ("relax.permute_dims", "relax.astype")
+
+
+def _is_zero_fill(var, defs) -> bool:
+    value = defs.get(var) if isinstance(var, relax.Var) else None
+    if op_name(value) == "relax.zeros":
+        return True
+    return op_name(value) == "relax.full" and scalar_value(value.args[1]) == 0.0
+
+
+def _unpadded(field, defs):
+    """``x`` for a field bound to ``add(zeros, x)`` of one shape (a split's gradient adds each
+    output's to a zero fill): the gate's matmul reads ``x`` itself, with no copy of it."""
+    value = defs.get(field)
+    if op_name(value) != "relax.add":
+        return field
+    a, b = value.args
+    for zero, x in ((a, b), (b, a)):
+        if _is_zero_fill(zero, defs) and isinstance(x, relax.Var) and shape_tuple(x) == shape_tuple(field) \
+                and str(x.ty.dtype) == str(field.ty.dtype):
+            return x
+    return field
 
 
 @dataclass
@@ -75,7 +96,7 @@ def _gate_concat(var, defs) -> tuple[list, list] | None:
     shapes = {shape_tuple(f) for f in tup.fields}
     if len(shapes) != 1 or None in shapes or not all(isinstance(f, relax.Var) for f in tup.fields):
         return None
-    return chain[::-1], list(tup.fields)
+    return chain[::-1], [_unpadded(f, defs) for f in tup.fields]
 
 
 def _term(var, defs, uses) -> _Term | None:
