@@ -18,7 +18,6 @@ from .double_transpose import cancel_double_transposes
 from .errors import MissingGradientError
 from .gradient_errors import explain_gradient_failure
 from .norm_grad import share_statistics
-from .rnn_gate_grads import weight_grads_per_gate
 from .per_consumer_terms import merge_identical_bindings, per_consumer_terms
 from .relax_walk import bindings, op_name
 from .stop_gradient import ActiveVars, insert_stop_gradients, remove_stop_gradients
@@ -121,7 +120,4 @@ def differentiate(mod: tvm.IRModule, pvars: list,
     adjoint = recompute_input_slices_in_backward(adjoint)
     # a GRU step's two gate-gradient concats are built per reader from their shared pieces,
     # so a weight gradient summed late keeps the pieces (4H a step), not both concats (6H)
-    adjoint = copy_gate_concats_per_reader(adjoint)
-    # and each weight's gradient is summed gate by gate, its rows updated on their own, so a
-    # late sum holds one gate's rows at a time (rnn_gate_grads.py, block_updates.py)
-    return weight_grads_per_gate(adjoint)
+    return copy_gate_concats_per_reader(adjoint)

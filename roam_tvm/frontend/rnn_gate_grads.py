@@ -61,6 +61,7 @@ class _Term:
     operand: int              # the argument index that reads the concat
     chain: list               # ops from the concat up to that argument, innermost first
     fields: list              # the gate gradients
+    cast: str | None = None   # the dtype the product is cast to (a low-precision weight's)
 
 
 def _uses(func: relax.Function) -> dict:
@@ -100,8 +101,14 @@ def _gate_concat(var, defs) -> tuple[list, list] | None:
 
 
 def _term(var, defs, uses) -> _Term | None:
-    """``var`` as one step's product or bias sum read from a gate concat (see ``_Term``)."""
+    """``var`` as one step's product or bias sum read from a gate concat (see ``_Term``),
+    maybe cast (a bf16 weight's fp32 product, rounded)."""
     value = defs.get(var)
+    if op_name(value) == "relax.astype" and isinstance(value.args[0], relax.Var) and uses.get(var, 0) == 1:
+        inner = _term(value.args[0], defs, uses)
+        if inner is not None and inner.cast is None:
+            inner.cast = str(value.attrs.dtype)
+        return inner if inner is not None and inner.cast == str(value.attrs.dtype) else None
     name = op_name(value)
     if uses.get(var, 0) != 1 or name not in ("relax.matmul", "relax.collapse_sum_to"):
         return None
@@ -202,7 +209,8 @@ class _PerGate(relax.PyExprMutator):
                 call = R.collapse_sum_to(x, [width])
             else:
                 call = relax.Call(term.value.op, args, term.value.attrs)
-            out.append(bb.emit(call))
+            y = bb.emit(call)
+            out.append(bb.emit(R.astype(y, term.cast)) if term.cast else y)
         return out
 
     def visit_var_binding_(self, binding):
