@@ -24,7 +24,9 @@ Program order: each parameter's update is placed right after the later of
 the parameter (directly or through a view: reshape, squeeze, expand_dims, flatten,
 tuple). So the gradient dies right after its update, and nothing after the update
 reads the old parameter. A pass that reorders ``train_step`` must keep that rule:
-``TrainingStep.update_deps`` lists, for each update binding, the parameter it mutates.
+``TrainingStep.update_deps`` lists, for each update binding, the parameter it mutates. A
+gradient returned as row blocks (an RNN weight's gates, ``rnn_gate_grads``) is applied by a
+chain of row-block updates, one per block (``block_updates``).
 
 :func:`build_train_step` runs the stages, each in its own module: ``forward_prep`` (names,
 BatchNorm statistics, rewrites), ``autodiff`` (gradient pre-check, stop-gradient wiring,
