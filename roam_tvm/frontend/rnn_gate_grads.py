@@ -62,7 +62,6 @@ class _Term:
     chain: list               # ops from the concat up to that argument, innermost first
     fields: list              # the gate gradients
     cast: str | None = None   # the dtype the product is cast to (a low-precision weight's)
-    shared: bool = False      # the concat has other readers: each gate's columns are sliced
 
 
 def _uses(func: relax.Function) -> dict:
@@ -73,15 +72,11 @@ def _uses(func: relax.Function) -> dict:
     return out
 
 
-def _gate_concat(var, defs, uses) -> tuple[list, list, bool] | None:
-    """``(chain, fields, shared)`` when ``var`` is ``reshape/astype(...(concat(fields,
-    axis=-1)))`` of ``k >= 2`` equal fields and every reshape keeps the last axis (only leading
-    dims merge). ``shared``: something else reads the concat (an LSTM's gate gradients, which
-    the step's ``dh`` and ``dx`` read whole), so the gates' columns are sliced from it rather
-    than the fields built a second time beside it."""
-    chain, shared = [], False
+def _gate_concat(var, defs) -> tuple[list, list] | None:
+    """``(chain, fields)`` when ``var`` is ``reshape/astype(...(concat(fields, axis=-1)))`` of
+    ``k >= 2`` equal fields and every reshape keeps the last axis (only leading dims merge)."""
+    chain = []
     while isinstance(var, relax.Var) and op_name(defs.get(var)) in _THROUGH:
-        shared |= uses.get(var, 0) != 1
         value = defs[var]
         if op_name(value) == "relax.reshape":
             src, dst = shape_tuple(value.args[0]), shape_tuple(var)
@@ -92,7 +87,6 @@ def _gate_concat(var, defs, uses) -> tuple[list, list, bool] | None:
     value = defs.get(var) if isinstance(var, relax.Var) else None
     if op_name(value) != "relax.concat":
         return None
-    shared |= uses.get(var, 0) != 1
     tup = value.args[0]
     tup = defs.get(tup, tup) if isinstance(tup, relax.Var) else tup
     shape = shape_tuple(var)
@@ -103,7 +97,7 @@ def _gate_concat(var, defs, uses) -> tuple[list, list, bool] | None:
     shapes = {shape_tuple(f) for f in tup.fields}
     if len(shapes) != 1 or None in shapes or not all(isinstance(f, relax.Var) for f in tup.fields):
         return None
-    return chain[::-1], [_unpadded(f, defs) for f in tup.fields], shared
+    return chain[::-1], [_unpadded(f, defs) for f in tup.fields]
 
 
 def _term(var, defs, uses) -> _Term | None:
@@ -121,8 +115,8 @@ def _term(var, defs, uses) -> _Term | None:
     operand = 1 if name == "relax.matmul" else 0
     if len(shape_tuple(var) or ()) != (2 if name == "relax.matmul" else 1):
         return None
-    found = _gate_concat(value.args[operand], defs, uses)
-    return None if found is None else _Term(value, operand, found[0], found[1], shared=found[2])
+    found = _gate_concat(value.args[operand], defs)
+    return None if found is None else _Term(value, operand, *found)
 
 
 def _sum_leaves(var, defs, uses, chain: list) -> list | None:
@@ -205,14 +199,10 @@ class _PerGate(relax.PyExprMutator):
     def _term_blocks(self, term: _Term, gates: int) -> list:
         bb, out = self.builder_, []
         width = shape_tuple(term.fields[0])[-1]
-        for b, f in enumerate(term.fields):
-            if term.shared:
-                x = term.value.args[term.operand]
-                x = bb.emit(R.strided_slice(x, [len(shape_tuple(x)) - 1], [b * width], [(b + 1) * width]))
-            else:
-                x = f
-                for op in term.chain:
-                    x = bb.emit(_redo(op, x, width))
+        for f in term.fields:
+            x = f
+            for op in term.chain:
+                x = bb.emit(_redo(op, x, width))
             args = list(term.value.args)
             args[term.operand] = x
             if op_name(term.value) == "relax.collapse_sum_to":
