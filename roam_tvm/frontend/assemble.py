@@ -14,6 +14,7 @@ from .transpose_sums import TransposeProductSums
 from .take_backward import TakeBackwardKernels
 from .nt_matmul import FuseNTMatmul
 from .optim import Optimizer
+from .block_updates import row_blocks
 from .placement import UpdateEmitter, update_points
 from .reductions import blocked_reduction
 from .relax_walk import bindings, resolve
@@ -111,12 +112,19 @@ def assemble(adj: relax.Function, names: StepNames, optimizer: Optimizer, bn_inf
             bb.add_func(f, gv.name_hint if hasattr(gv, "name_hint") else gv.name)
     emitter = UpdateEmitter(bb, optimizer, sig, list(names.params), pvars, parts.grads,
                             list(names.carried), cvars, parts.carried_new, bn_info, parts.stats)
+    # a gradient stacked from row blocks (an RNN weight's gates) is applied block by block,
+    # unless something besides the return value reads the stack
+    defs = {b.var: b.value for b in binds}
+    read = {v for b in binds if b.var not in parts.ret_pack for v in relax.analysis.free_vars(b.value)}
+    emitter.blocks = {k: blocks for k, (p, g) in enumerate(zip(pvars, parts.grads))
+                      if g not in read and (blocks := row_blocks(g, defs, p)) is not None}
+    stacked = {parts.grads[k] for k in emitter.blocks}  # never built
     with bb.function("train_step", sig.parameters(data, pvars, fvars, cvars), pure=True,
                      attrs={"num_input": len(data)}):
         with bb.dataflow():
             emitter.emit(at.get(-1, []))
             for i, b in enumerate(binds):
-                if b.var not in parts.ret_pack:
+                if b.var not in parts.ret_pack and b.var not in stacked:
                     _emit_binding(bb, b, precise_reductions)
                 emitter.emit(at.get(i, []))
             out = bb.emit_output(relax.Tuple([parts.loss, relax.Tuple(emitter.updated)]))

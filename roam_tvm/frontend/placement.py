@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from tvm import relax
 
+from .block_updates import block_kernel
 from .optim import Optimizer, bn_stats_kernel, copy_kernel, counter_kernel, optimizer_kernel
 from .relax_walk import VIEW_OPS, free_vars, ident, op_name
 from .signature import StepSignature
@@ -109,6 +110,8 @@ class UpdateEmitter:
     stats: list
     _updates: list = field(default_factory=list)  # (sort key, var)
     update_deps: dict = field(default_factory=dict)  # update var name -> what it mutates
+    # parameter index -> [(row block of its gradient, first row), ...] (block_updates.py)
+    blocks: dict = field(default_factory=dict)
     _kernels: dict = field(default_factory=dict)
 
     def _kernel(self, key, make):
@@ -144,9 +147,32 @@ class UpdateEmitter:
         hyp = [self.signature.hyper_vars[(h, dt)] for h in self.optimizer.hyper_names]
         idx = [0] + [2 + i for i in range(len(sts))]
         out_ty = [p.ty] + [s.ty for s in sts]
+        if k in self.blocks:
+            self._param_blocks(k, sts, hyp, idx, out_ty)
+            return
         call = relax.op.call_tir_inplace(gv, [p, g] + sts + hyp, idx,
                                          out_ty if len(out_ty) > 1 else out_ty[0])
         self._emit(call, f"upd_{ident(n)}", n, (0, k))
+
+    def _param_blocks(self, k: int, sts: list, hyp: list, idx: list, out_ty: list) -> None:
+        """Parameter ``k``'s update, one row block of its gradient at a time: a chain of
+        in-place updates, each reading the previous one's parameter and states."""
+        p, n = self.pvars[k], self.param_names[k]
+        dt, nd = str(p.ty.dtype), p.ty.ndim
+        whole = [p] + list(sts)
+        for j, (g, offset) in enumerate(self.blocks[k]):
+            gv = self._kernel(("opt-rows", nd, dt, offset),
+                              lambda: block_kernel(self.optimizer, nd, dt, offset))
+            call = relax.op.call_tir_inplace(gv, [whole[0], g] + whole[1:] + hyp, idx,
+                                             out_ty if len(out_ty) > 1 else out_ty[0])
+            last = j == len(self.blocks[k]) - 1
+            if last:
+                self._emit(call, f"upd_{ident(n)}", n, (0, k))
+                continue
+            o = self.bb.emit(call, name_hint=f"upd_{ident(n)}_rows{offset}")
+            self.update_deps[o.name] = n
+            whole = [self.bb.emit(relax.TupleGetItem(o, i)) for i in range(len(whole))] \
+                if len(whole) > 1 else [o]
 
     def _carry(self, k: int) -> None:
         cv, new, n = self.cvars[k], self.carried_new[k], self.carry_names[k]

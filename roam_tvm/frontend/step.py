@@ -24,7 +24,9 @@ Program order: each parameter's update is placed right after the later of
 the parameter (directly or through a view: reshape, squeeze, expand_dims, flatten,
 tuple). So the gradient dies right after its update, and nothing after the update
 reads the old parameter. A pass that reorders ``train_step`` must keep that rule:
-``TrainingStep.update_deps`` lists, for each update binding, the parameter it mutates.
+``TrainingStep.update_deps`` lists, for each update binding, the parameter it mutates. A
+gradient returned as row blocks (an RNN weight's gates, ``rnn_gate_grads``) is applied by a
+chain of row-block updates, one per block (``block_updates``).
 
 :func:`build_train_step` runs the stages, each in its own module: ``forward_prep`` (names,
 BatchNorm statistics, rewrites), ``autodiff`` (gradient pre-check, stop-gradient wiring,
@@ -49,6 +51,7 @@ from .forward_prep import prepare_forward
 from .optim import Optimizer
 from .progress import Progress
 from .reductions import blocked_reduction
+from .rnn_gate_grads import weight_grads_per_gate
 from .relax_walk import VIEW_OPS, attrs_dict, bindings, free_vars, ident, op_name, resolve
 from .signature import StepNames
 from .training_step import TrainingStep
@@ -121,6 +124,9 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     check_gradients(mod["fwd"], pvars)
     mod["fwd"], pvars, proxies = step_precision.before_gradient(mod["fwd"], pvars)
     adj = step_precision.after_gradient(differentiate(mod, pvars, progress), proxies)
+    # an RNN weight's gradient is summed gate by gate, each gate's rows updated on their own
+    # (in the parameter's dtype, so after the precision rewrites; rnn_gate_grads.py)
+    adj = weight_grads_per_gate(adj)
     progress("placing optimizer updates")
     mod, sig, update_deps = assemble(adj, names, optimizer, bn_info,
                                      precise_reductions=precise_reductions,

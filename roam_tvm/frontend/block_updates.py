@@ -1,0 +1,82 @@
+"""A gradient given as row blocks (``concat(blocks, axis=0)``) is applied block by block.
+
+``rnn_gate_grads.py`` returns an RNN weight's gradient as its gates' rows, stacked. Stacking
+them would build a whole-weight copy at the end; instead each block gets its own in-place
+update of the parameter's (and its optimizer states') rows ``[offset, offset + rows)``. The
+optimizers are elementwise, so the values are those of one whole update. The updates of one
+parameter form a chain (each reads the previous one's outputs), so none reads a parameter
+that another has already written, and each block dies at its own update.
+"""
+from __future__ import annotations
+
+from tvm import relax
+
+from .optim import Optimizer
+from .relax_shapes import shape_tuple
+from .relax_walk import op_name
+
+
+def row_blocks(grad: relax.Expr, defs: dict, param: relax.Var) -> list | None:
+    """``[(block, offset), ...]`` when ``grad`` is bound to ``concat(blocks, axis=0)`` of two
+    or more vars of ``param``'s dtype whose rows add up to the parameter's; else None."""
+    value = defs.get(grad) if isinstance(grad, relax.Var) else None
+    pshape = shape_tuple(param)
+    if op_name(value) != "relax.concat" or pshape is None or not pshape:
+        return None
+    if int(value.attrs.axis) % len(pshape) != 0:
+        return None
+    tup = value.args[0]
+    tup = defs.get(tup, tup) if isinstance(tup, relax.Var) else tup
+    if not isinstance(tup, relax.Tuple) or len(tup.fields) < 2:
+        return None
+    out, offset = [], 0
+    for f in tup.fields:
+        fshape = shape_tuple(f)
+        if (not isinstance(f, relax.Var) or fshape is None or fshape[1:] != pshape[1:]
+                or str(f.ty.dtype) != str(param.ty.dtype)):
+            return None
+        out.append((f, offset))
+        offset += fshape[0]
+    return out if offset == pshape[0] else None
+
+
+def _offset_rows(line: str, tensors: list[str], idx: str, offset: int) -> str:
+    """``line`` with every full-size tensor's ``[idx]`` read at ``offset`` rows further."""
+    first, *rest = idx.split(", ")
+    shifted = ", ".join([f"{first} + T.int64({offset})"] + rest)
+    for t in tensors:
+        line = line.replace(f"{t}[{idx}]", f"{t}[{shifted}]")
+    return line
+
+
+def block_kernel(opt: Optimizer, ndim: int, dtype: str, offset: int):
+    """``opt``'s in-place update of rows ``[offset, offset + g.shape[0])``: ``(name, PrimFunc)``.
+
+    Arguments as :func:`~roam_tvm.frontend.optim.optimizer_kernel`'s (``p, g, *states,
+    *hypers``); ``p`` and the states are whole, ``g`` is the block, and the loops run over it.
+    """
+    from tvm.script import tirx as T
+    from tvm.script.parser import parse
+
+    states = [s if s != "momentum_buffer" else "buf" for s in opt.state_suffixes]
+    whole = ["p"] + states
+    fname = f"{opt.name}_update_{dtype}_{ndim}d_rows{offset}"
+    dims = [f"d{i}" for i in range(ndim)]
+    idx = ", ".join(f"v{i}" for i in range(ndim))
+    src = ["@T.prim_func(private=True, s_tir=True)",
+           f"def {fname}({', '.join(f'var_{t}: T.handle' for t in ['p', 'g'] + states)}, "
+           + ", ".join(f'{s}: T.Buffer((), "{dtype}")' for s in opt.hyper_names) + "):",
+           '    T.func_attr({"tirx.noalias": True})', "    n = T.int64()"]
+    src += [f"    {d} = T.int64()" for d in dims]
+    rest = "".join(f"{d}, " for d in dims[1:])
+    for t in whole:
+        src.append(f'    {t} = T.match_buffer(var_{t}, (n, {rest}), "{dtype}")')
+    src.append(f'    g = T.match_buffer(var_g, ({"".join(f"{d}, " for d in dims)}), "{dtype}")')
+    src.append(f"    for {', '.join(f'i{i}' for i in range(ndim))} in T.grid({', '.join(dims)}):")
+    src.append(f'        with T.sblock("{fname}"):')
+    src.append(f'            {idx} = T.axis.remap("{"S" * ndim}", [{", ".join(f"i{i}" for i in range(ndim))}])')
+    for line in opt.kernel_body(dtype, idx):
+        src.append("            " + _offset_rows(line, whole, idx, offset))
+    if not opt.hyper_names:
+        src[1] = src[1].replace(", )", ")")
+    return fname, parse("\n".join(src) + "\n", extra_vars={"T": T})
