@@ -15,6 +15,7 @@ from .take_backward import TakeBackwardKernels
 from .nt_matmul import FuseNTMatmul
 from .optim import Optimizer
 from .block_updates import row_blocks
+from .rnn_gate_grads import GATE_ROWS_ATTR
 from .placement import UpdateEmitter, update_points
 from .reductions import blocked_reduction
 from .relax_walk import bindings, resolve
@@ -112,12 +113,15 @@ def assemble(adj: relax.Function, names: StepNames, optimizer: Optimizer, bn_inf
             bb.add_func(f, gv.name_hint if hasattr(gv, "name_hint") else gv.name)
     emitter = UpdateEmitter(bb, optimizer, sig, list(names.params), pvars, parts.grads,
                             list(names.carried), cvars, parts.carried_new, bn_info, parts.stats)
-    # a gradient stacked from row blocks (an RNN weight's gates) is applied block by block,
-    # unless something besides the return value reads the stack
+    # a gradient stacked from row blocks by rnn_gate_grads.py (an RNN weight's gates) is applied
+    # block by block, unless something besides the return value reads the stack; other stacked
+    # gradients (nn.MultiheadAttention's in_proj_weight) are applied whole
     defs = {b.var: b.value for b in binds}
     read = {v for b in binds if b.var not in parts.ret_pack for v in relax.analysis.free_vars(b.value)}
+    gate_rows = {str(n) for n in (adj.attrs or {}).get(GATE_ROWS_ATTR, [])}
     emitter.blocks = {k: blocks for k, (p, g) in enumerate(zip(pvars, parts.grads))
-                      if g not in read and (blocks := row_blocks(g, defs, p)) is not None}
+                      if g.name in gate_rows and g not in read
+                      and (blocks := row_blocks(g, defs, p)) is not None}
     stacked = {parts.grads[k] for k in emitter.blocks}  # never built
     with bb.function("train_step", sig.parameters(data, pvars, fvars, cvars), pure=True,
                      attrs={"num_input": len(data)}):

@@ -26,6 +26,8 @@ from tvm.relax import op as R
 from .relax_shapes import scalar_value, shape_tuple
 from .relax_walk import bindings, op_name
 
+#: function attribute: names of the gradients this pass returned as stacked gate rows
+GATE_ROWS_ATTR = "roam.gate_rows"
 #: ops between a term's operand and its gate concat, redone per gate (a view, a cast)
 _THROUGH = ("relax.reshape", "relax.astype")
 #: ops between a gradient and its sum, redone per gate
@@ -266,4 +268,6 @@ def weight_grads_per_gate(func: relax.Function) -> relax.Function:
             plans[g] = plan
     if not plans:
         return func
-    return relax.analysis.remove_all_unused(_PerGate(plans).visit_expr(func))
+    out = relax.analysis.remove_all_unused(_PerGate(plans).visit_expr(func))
+    # which gradients are gate rows: only those are applied block by block (block_updates.py)
+    return out.with_attr(GATE_ROWS_ATTR, sorted(g.name for g in plans))
