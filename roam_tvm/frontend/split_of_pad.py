@@ -63,7 +63,7 @@ def _split_bounds(call, extent: int) -> Optional[list[tuple[int, int]]]:
 @relax.expr_functor.mutator
 class _SplitPads(relax.PyExprMutator):
     def _padded(self, expr):
-        """(core, widths, dtype) of the zero pad ``expr`` is bound to (through a transpose,
+        """(core, widths) of the zero pad ``expr`` is bound to (through a transpose,
         tuple items of rewritten splits), with ``core`` transposed as ``expr``; else None."""
         while isinstance(expr, relax.Var):
             bound = self.lookup_binding(expr)
@@ -77,17 +77,17 @@ class _SplitPads(relax.PyExprMutator):
                 expr = tup.fields[bound.index]
                 continue
             if _zero_pad(bound):
-                return bound.args[0], [int(w) for w in bound.attrs.pad_width], bound
+                return bound.args[0], [int(w) for w in bound.attrs.pad_width]
             if _op(bound) == "relax.permute_dims":
                 inner = self._padded(bound.args[0])
                 if inner is None:
                     return None
-                core, widths, _ = inner
+                core, widths = inner
                 nd = len(widths) // 2
                 axes = (list(range(nd - 1, -1, -1)) if bound.attrs.axes is None
                         else [int(a) for a in bound.attrs.axes])
                 core = self.builder_.emit(R.permute_dims(core, axes))
-                return core, [w for a in axes for w in widths[2 * a:2 * a + 2]], bound
+                return core, [w for a in axes for w in widths[2 * a:2 * a + 2]]
             return None
         return None
 
@@ -102,7 +102,7 @@ class _SplitPads(relax.PyExprMutator):
         found = self._padded(call.args[0])
         if found is None:
             return call
-        core, widths, _ = found
+        core, widths = found
         try:
             core_shape = static_shape(core)
         except (TypeError, ValueError):
