@@ -116,12 +116,13 @@ def assemble(adj: relax.Function, names: StepNames, optimizer: Optimizer, bn_inf
     # a gradient stacked from row blocks by rnn_gate_grads.py (an RNN weight's gates) is applied
     # block by block, unless something besides the return value reads the stack; other stacked
     # gradients (nn.MultiheadAttention's in_proj_weight) are applied whole
-    defs = {b.var: b.value for b in binds}
-    read = {v for b in binds if b.var not in parts.ret_pack for v in relax.analysis.free_vars(b.value)}
     gate_rows = {str(n) for n in (adj.attrs or {}).get(GATE_ROWS_ATTR, [])}
-    emitter.blocks = {k: blocks for k, (p, g) in enumerate(zip(pvars, parts.grads))
-                      if g.name in gate_rows and g not in read
-                      and (blocks := row_blocks(g, defs, p)) is not None}
+    if gate_rows:  # (a walk over every binding: only for steps with RNN gate rows)
+        defs = {b.var: b.value for b in binds}
+        read = {v for b in binds if b.var not in parts.ret_pack for v in relax.analysis.free_vars(b.value)}
+        emitter.blocks = {k: blocks for k, (p, g) in enumerate(zip(pvars, parts.grads))
+                          if g.name in gate_rows and g not in read
+                          and (blocks := row_blocks(g, defs, p)) is not None}
     stacked = {parts.grads[k] for k in emitter.blocks}  # never built
     with bb.function("train_step", sig.parameters(data, pvars, fvars, cvars), pure=True,
                      attrs={"num_input": len(data)}):

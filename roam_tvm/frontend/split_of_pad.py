@@ -25,16 +25,11 @@ from tvm import relax
 from tvm.relax import op as R
 
 from .relax_shapes import scalar_value, static_shape
-
-
-def _op(expr) -> str:
-    if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
-        return expr.op.name
-    return ""
+from .relax_walk import op_name
 
 
 def _zero_pad(call) -> bool:
-    if _op(call) != "relax.nn.pad" or str(call.attrs.pad_mode) != "constant":
+    if op_name(call) != "relax.nn.pad" or str(call.attrs.pad_mode) != "constant":
         return False
     value = call.attrs.pad_value if hasattr(call.attrs, "pad_value") else None
     if value is None and len(call.args) > 1:
@@ -78,7 +73,7 @@ class _SplitPads(relax.PyExprMutator):
                 continue
             if _zero_pad(bound):
                 return bound.args[0], [int(w) for w in bound.attrs.pad_width]
-            if _op(bound) == "relax.permute_dims":
+            if op_name(bound) == "relax.permute_dims":
                 inner = self._padded(bound.args[0])
                 if inner is None:
                     return None
@@ -93,7 +88,7 @@ class _SplitPads(relax.PyExprMutator):
 
     def visit_call_(self, call):  # noqa: N802 (TVM's visitor names)
         call = super().visit_call_(call)
-        if _op(call) != "relax.split" or not isinstance(call.args[0], relax.Var):
+        if op_name(call) != "relax.split" or not isinstance(call.args[0], relax.Var):
             return call
         try:
             shape = static_shape(call.args[0])
