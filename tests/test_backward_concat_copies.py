@@ -82,14 +82,16 @@ def _concat_readers(func) -> list[int]:
     return out
 
 
-@pytest.mark.parametrize("name", ["gru1_tm", "gru2_bf", "gru1_bi"])
-def test_gru_concats_read_once(name, monkeypatch):
+@pytest.mark.parametrize("name,first_steps", [("gru1_tm", 1), ("gru2_bf", 2), ("gru1_bi", 2)])
+def test_gru_concats_read_once(name, first_steps, monkeypatch):
     """Before: GRU's gate-gradient concats have several readers each; after: one each, and
-    there are more concats (the copies)."""
+    there are more concats (the copies). A first step's (one per layer and direction) may keep
+    its readers: it starts from ``h_0 = 0``, so no weight gradient reads its hidden-side twin
+    (zero_fills.py) and there is no pair to split."""
     before, after = _adjoints(name, monkeypatch)
     b, a = _concat_readers(before), _concat_readers(after)
     assert b and max(b) >= 2, b
-    assert a and max(a) == 1, a
+    assert a and sum(n > 1 for n in a) <= first_steps, a
     assert len(a) > len(b)
 
 

@@ -23,6 +23,7 @@ from .relax_walk import bindings, op_name
 from .split_of_pad import split_pads
 from .stop_gradient import ActiveVars, insert_stop_gradients, remove_stop_gradients
 from .unit_axis_sums import sums_over_unit_axes_as_reshapes
+from .zero_fills import fold_zero_fills
 
 
 def check_gradients(func: relax.Function, param_vars: list) -> None:
@@ -92,6 +93,8 @@ def differentiate(mod: tvm.IRModule, pvars: list,
         ``fwd_adjoint``: returns ``(forward outputs, gradients)``.
     """
     gradients.ensure_registered()
+    # an RNN's first step multiplies its zero initial state: no product, so no gradient term
+    mod["fwd"] = fold_zero_fills(mod["fwd"])
     # Gradient sees no value that has no derivative (positions, masks, indices)
     mod["fwd"] = fwd = insert_stop_gradients(mod["fwd"], pvars)
     progress(f"gradient of {len(bindings(fwd))} bindings w.r.t. {len(pvars)} params")

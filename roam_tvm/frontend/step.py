@@ -55,6 +55,7 @@ from .rnn_gate_grads import weight_grads_per_gate
 from .relax_walk import VIEW_OPS, attrs_dict, bindings, free_vars, ident, op_name, resolve
 from .signature import StepNames
 from .training_step import TrainingStep
+from .zero_fills import fold_zero_fills
 
 # the names this module had before it was split (tests and other modules import them)
 _Progress = Progress
@@ -127,6 +128,8 @@ def build_train_step(fwd: relax.Function, *, input_names, target_names, param_na
     # an RNN weight's gradient is summed gate by gate, each gate's rows updated on their own
     # (in the parameter's dtype, so after the precision rewrites; rnn_gate_grads.py)
     adj = weight_grads_per_gate(adj)
+    # sums with zero fills (adjoints started at zeros, an LSTM's first forget gate) drop them
+    adj = fold_zero_fills(adj)
     progress("placing optimizer updates")
     mod, sig, update_deps = assemble(adj, names, optimizer, bn_info,
                                      precise_reductions=precise_reductions,
