@@ -28,6 +28,9 @@
   backbone's): an affine map with the running statistics; ``DecomposeOpsForTraining``
   expanded TVM's ``batch_norm(training=False)`` with batch statistics (``eval_batch_norm.py``).
 * ``arange`` with a negative step: TVM's length is off (``arange_negative.py``).
+* ``upsample_bicubic2d``, ``_upsample_bicubic2d_aa``, ``_upsample_bilinear2d_aa``,
+  ``upsample_linear1d``, ``upsample_trilinear3d``: matmuls with PyTorch's own interpolation
+  matrices, not index constants (``interpolate.py``).
 * ``max_pool3d`` / ``avg_pool3d`` (no gradient in TVM 0.27; LocalResponseNorm uses the
   latter): two 2-D poolings (``pool3d.py``).
 
@@ -48,6 +51,7 @@ from .eval_batch_norm import CONVERTERS as EVAL_BN_CONVERTERS
 from .float_promotion import PROMOTING_CONVERTERS
 from .full_nonfinite import convert_full, convert_full_like
 from .index_put import CONVERTERS as PUT_CONVERTERS
+from .interpolate import CONVERTERS as INTERPOLATE_CONVERTERS
 from .pool3d import CONVERTERS as POOL3D_CONVERTERS
 from .pool_indices import CONVERTERS as POOL_CONVERTERS
 
@@ -142,4 +146,6 @@ CONVERTERS = {"select.int": _select, "scatter_add.default": _scatter_add,
               # real max-pool indices (MaxUnpool), adaptive max pooling (pool_indices.py)
               **POOL_CONVERTERS, **POOL3D_CONVERTERS,
               # eval-mode BN (a frozen backbone's) with its running statistics (eval_batch_norm.py)
-              **EVAL_BN_CONVERTERS}
+              **EVAL_BN_CONVERTERS,
+              # bicubic / antialiased / 1-D / 3-D linear resizes as constant matmuls (interpolate.py)
+              **INTERPOLATE_CONVERTERS}

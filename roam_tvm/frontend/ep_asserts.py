@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Tuple
 
 from .detach import decompositions_keeping_detach
+from .interpolate import keep_undecomposed
 
 
 def _assert_targets():
@@ -50,7 +51,9 @@ def decompose_without_asserts(ep) -> Tuple[object, bool]:
     """
     if _has_sparse(ep):
         return ep, False
-    ep = ep.run_decompositions(decompositions_keeping_detach())  # see detach.py
+    # detach kept (detach.py); bicubic / antialiased / 1-D / 3-D resizes kept for their
+    # matmul converters, not folded into index constants (interpolate.py)
+    ep = ep.run_decompositions(keep_undecomposed(decompositions_keeping_detach()))
     graph = ep.graph_module.graph
     targets = _assert_targets()
     asserts = [n for n in graph.nodes if n.op == "call_function" and n.target in targets]
