@@ -148,3 +148,44 @@ def test_build_refuses_host_loops(target):
         bb.emit_func_output(out)
     with pytest.raises(DeviceAccessError, match="relu"):
         build(bb.get(), target, order=False, layout=False, schedule=None)
+
+
+def _index_put(accumulate: bool):
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((8192,), "float32"))
+    i = relax.Var("i", relax.TensorType((2048,), "int64"))
+    v = relax.Var("v", relax.TensorType((2048,), "float32"))
+    with bb.function("main", [x, i, v]):
+        out = bb.emit(relax.op.index_put(x, relax.Tuple([i]), v, accumulate=accumulate))
+        bb.emit_func_output(out)
+    mod = relax.transform.LegalizeOps()(bb.get())
+    return next(f for gv, f in mod.functions_items() if gv.name_hint == "index_put")
+
+
+def test_parallel_index_put_runs_one_thread_per_write(target):
+    """TVM's index_put (a MaxUnpool's flat scatter): its two loops, marked parallel by the
+    legalization and writing without reading what they write, become two thread-bound
+    kernels; the threaded program (emulated serially) gives numpy's result."""
+    func = _index_put(accumulate=False)
+    sched = bind_loops(func, target)
+    threads = [int(lp.extent) for lp in _thread_loops(sched)]
+    assert threads == [32, 256, 8, 256], threads  # copy 8192, scatter 2048
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(8192).astype("float32")
+    idx = rng.permutation(8192)[:2048].astype("int64")
+    idx[:5] -= 8192  # negative indices wrap
+    v = rng.standard_normal(2048).astype("float32")
+    expect = x.copy()
+    expect[idx] = v
+    got = _run_llvm(_serial(sched), [x, idx, v, np.zeros(8192, "float32")])
+    assert np.array_equal(got, expect)
+
+
+def test_accumulating_index_put_is_not_bound_in_parallel(target):
+    """``out[idx[i]] += v[i]`` reads what it stores: threads would race at repeated indices, so
+    the scatter runs in one thread (2,048 writes, under the serial limit) and is refused past it."""
+    func = _index_put(accumulate=True)
+    sched = bind_loops(func, target)
+    assert [int(lp.extent) for lp in _thread_loops(sched)] == [32, 256, 1, 1]
+    with pytest.raises(LoopBindError, match="no race-free parallel loop"):
+        bind_loops(func, target, serial_limit=1024)

@@ -14,6 +14,11 @@ the scatter starts):
 * a loop nest runs its leading loops in parallel, one thread per iteration (fused,
   split into blockIdx.x/threadIdx.x), and the rest serially inside the thread, when
   those leading loops **own** what they write (below);
+* a loop the legalization itself marked ``parallel`` (TVM's ``index_put``: a copy, then
+  ``out[idx[i]] = v[i]``) runs one thread per iteration when it only writes what it stores
+  (no buffer it stores to is read in it): TVM declared the iterations independent, and at a
+  repeated index one of the writes wins, unspecified which, as on TVM's parallel CPU loop and
+  in PyTorch's CUDA ``index_put_`` (an accumulating ``+=`` reads what it stores: not bound);
 * anything else that is small (at most ``serial_limit`` iterations, a scalar update
   has one) runs in a single thread;
 * anything else raises ``LoopBindError`` with the reason.
@@ -110,6 +115,8 @@ class _Binder:
         """One kernel for one top-level statement."""
         if not _accesses(stmt) or _is_bound(stmt):
             return stmt
+        if isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.PARALLEL and _plain_writes(stmt):
+            return self._parallel([stmt], stmt.body)
         loops, body = _perfect_nest(stmt)
         reasons = []
         for k in range(len(loops), 0, -1):
@@ -258,6 +265,14 @@ def _not_owned(par, ser, body) -> str | None:
         if len(res.indices) == 0:
             return f"indices {[str(c) for c in comps]} of '{name}' do not map the parallel loops one-to-one"
     return None
+
+
+def _plain_writes(loop) -> bool:
+    """True if no buffer ``loop`` stores to is also read in it (no read-modify-write)."""
+    accesses = _accesses(loop)
+    written = _unique([b for b, _, st in accesses if st])
+    return not _has_block(loop.body) and not any(
+        not st and any(b.same_as(w) for w in written) for b, _, st in accesses)
 
 
 def _only_vars(expr, allowed) -> bool:
