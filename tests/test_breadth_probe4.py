@@ -54,16 +54,15 @@ class PackedLSTM(torch.nn.Module):
 
 
 @pytest.mark.parametrize("cell", [torch.nn.LSTM, torch.nn.GRU], ids=["lstm", "gru"])
-def test_packed_sequence_is_refused_with_the_way_out(cell):
-    from roam_tvm.frontend.errors import UnsupportedError
-
+def test_packed_sequence_trains_and_the_patch_is_scoped(cell):
+    """Packed sequences trace (tests/test_packed_rnn.py checks the numerics); afterwards
+    packing works in eager PyTorch as before."""
     args = (torch.randn(2, 5, 3), torch.tensor([5, 3]))
-    with pytest.raises(UnsupportedError) as info:
-        from_torch(PackedLSTM(cell), args, (torch.tensor([0, 1]),), quiet=True)
-    msg = str(info.value)
-    assert "PackedSequence" in msg and "pad" in msg and "mask" in msg, msg
-    # the patch is scoped to the trace: packing works again afterwards
-    torch.nn.utils.rnn.pack_padded_sequence(*args, batch_first=True, enforce_sorted=False)
+    from_torch(PackedLSTM(cell), args, (torch.tensor([0, 1]),), quiet=True)
+    packed = torch.nn.utils.rnn.pack_padded_sequence(*args, batch_first=True, enforce_sorted=False)
+    assert type(packed) is torch.nn.utils.rnn.PackedSequence and packed.data.shape == (8, 3)
+    out, _ = cell(3, 4, batch_first=True)(packed)
+    assert type(out) is torch.nn.utils.rnn.PackedSequence
 
 
 class Gathers(torch.nn.Module):

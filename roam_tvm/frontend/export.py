@@ -15,7 +15,7 @@ from .hf_default_mask import default_encoder_masks
 from .hf_rope import settle_dynamic_rope, static_rope_updates
 from .loss_input import apply_loss, first_output  # noqa: F401 - first_output: callers import it here
 from .noop_casts import noop_module_casts
-from .packed_sequence import refuse_packed_sequences
+from .packed_sequence import traceable_packed_sequences
 from .traceable_ops import traceable_functionals
 
 
@@ -120,7 +120,7 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
     try:
         settle_dynamic_rope(model, example_inputs)  # dynamic RoPE's update, fixed by the static shapes
         with warnings.catch_warnings(), exportable_experts(model), noop_module_casts(), \
-                mask_hint_from_caller(), traceable_functionals(), refuse_packed_sequences(), \
+                mask_hint_from_caller(), traceable_functionals(), traceable_packed_sequences(), \
                 static_rope_updates(model), default_encoder_masks(model), complex_as_pairs(), \
                 count_checkpoints() as ckpts:
             warnings.simplefilter("ignore")
