@@ -15,6 +15,8 @@ from .optim import Optimizer
 from .relax_shapes import shape_tuple
 from .relax_walk import op_name
 
+_OPAQUE = 8  # TVM's OpPatternKind::kOpaque
+
 
 def row_blocks(grad: relax.Expr, defs: dict, param: relax.Var) -> list | None:
     """``[(block, offset), ...]`` when ``grad`` is bound to ``concat(blocks, axis=0)`` of two
@@ -79,4 +81,7 @@ def block_kernel(opt: Optimizer, ndim: int, dtype: str, offset: int):
         src.append("            " + _offset_rows(line, whole, idx, offset))
     if not opt.hyper_names:
         src[1] = src[1].replace(", )", ")")
-    return fname, parse("\n".join(src) + "\n", extra_vars={"T": T})
+    # never fused with its neighbours: its buffers are shape-generic, and FuseTIR refuses a
+    # group that passes one var to them and to a producer's static-shaped buffer ("Inconsistent
+    # buffers ... mapped to the same relax var"; a bf16 RNN's transposed gate block)
+    return fname, parse("\n".join(src) + "\n", extra_vars={"T": T}).with_attr("op_pattern", _OPAQUE)
