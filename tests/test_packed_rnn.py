@@ -95,3 +95,43 @@ def test_reading_packed_data_is_refused_with_the_way_out():
     with pytest.raises(UnsupportedError, match="pad_packed_sequence"):
         from_torch(_ReadsData(), [torch.randn(2, 5, 6), torch.tensor([5, 3])], [torch.tensor([0, 1])],
                    quiet=True)
+
+
+class _TimeMajor(torch.nn.Module):
+    """Time-major input (``batch_first=False``), a 2-layer GRU, no ``total_length``."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn, self.fc = torch.nn.GRU(6, 8, num_layers=2), torch.nn.Linear(8, 3)
+
+    def forward(self, x, lengths):
+        out, h = self.rnn(pack_padded_sequence(x, lengths.cpu(), enforce_sorted=False))
+        padded, lens = pad_packed_sequence(out)
+        return self.fc(padded.sum(0) / lens[:, None].float() + h[-1])
+
+
+class _Listed(torch.nn.Module):
+    """``pack_sequence`` of a list of sequences (sorted by length), LSTM final states only."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn, self.fc = torch.nn.LSTM(6, 8, batch_first=True), torch.nn.Linear(8, 3)
+
+    def forward(self, a, b, c):
+        _, (h, cell) = self.rnn(torch.nn.utils.rnn.pack_sequence([a, b, c]))
+        return self.fc(h[-1] + cell[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["time_major", "pack_sequence"])
+def test_other_packing_forms_match_torch(case):
+    torch.manual_seed(0)
+    if case == "time_major":
+        model, inputs = _TimeMajor(), [torch.randn(5, 4, 6), torch.tensor([3, 5, 1, 4])]
+        targets = [torch.tensor([0, 2, 1, 1])]
+    else:
+        model, inputs = _Listed(), [torch.randn(5, 6), torch.randn(3, 6), torch.randn(2, 6)]
+        targets = [torch.tensor([1, 0, 2])]
+    opt = Adam(lr=1e-2)
+    ts = from_torch(model, inputs, targets, loss="cross_entropy", optimizer=opt, quiet=True)
+    test_numerics.compare_step(model, inputs, targets, "cross_entropy", opt, ts=ts)
