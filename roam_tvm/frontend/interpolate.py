@@ -24,6 +24,7 @@ import numpy as np
 from tvm import relax
 from tvm.relax import op as R
 
+from .errors import UnsupportedError
 from .relax_shapes import known_shape
 
 #: ATen ops (``.vec`` overloads: what ``F.interpolate`` traces to) -> number of spatial axes
@@ -106,8 +107,9 @@ def _converter(name: str, spatial: int):
         out_size, align, scales = args[1], bool(args[2]), args[3]
         shape = known_shape(x)
         if shape is None or len(shape) != spatial + 2:
-            raise NotImplementedError(f"{name} of a tensor of shape {x.ty.shape}: static "
-                                      f"[N, C, {spatial} spatial axes] shapes are supported")
+            raise UnsupportedError(f"F.interpolate ({name}) of a tensor of shape {x.ty.shape}: only "
+                                   f"static [N, C, {spatial} spatial axes] shapes are supported; give the "
+                                   f"resized tensor a static shape (no dynamic_shapes on its dimensions)")
         dtype = str(x.ty.dtype)
         bb = importer.block_builder
         for axis in range(spatial):
