@@ -131,7 +131,8 @@ def test_row_blocks_match_whole_update(opt):
     whole = _kernel_run(optimizer_kernel(opt, 2, "float32"), [p.copy(), g] + [s.copy() for s in states], hypers)
     cur = [p.copy()] + [s.copy() for s in states]
     for off in (0, 4, 8):
-        out = _kernel_run(block_kernel(opt, 2, "float32", off), [cur[0], g[off:off + 4].copy()] + cur[1:], hypers)
+        out = _kernel_run(block_kernel(opt, "float32", off, (rows, cols), (4, cols)),
+                          [cur[0], g[off:off + 4].copy()] + cur[1:], hypers)
         cur = [out[0]] + out[2:]
     for a, b in zip([whole[0]] + whole[2:], cur):
         np.testing.assert_array_equal(a, b)

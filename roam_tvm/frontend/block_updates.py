@@ -15,8 +15,6 @@ from .optim import Optimizer
 from .relax_shapes import shape_tuple
 from .relax_walk import op_name
 
-_OPAQUE = 8  # TVM's OpPatternKind::kOpaque
-
 
 def row_blocks(grad: relax.Expr, defs: dict, param: relax.Var) -> list | None:
     """``[(block, offset), ...]`` when ``grad`` is bound to ``concat(blocks, axis=0)`` of two
@@ -51,37 +49,39 @@ def _offset_rows(line: str, tensors: list[str], idx: str, offset: int) -> str:
     return line
 
 
-def block_kernel(opt: Optimizer, ndim: int, dtype: str, offset: int):
-    """``opt``'s in-place update of rows ``[offset, offset + g.shape[0])``: ``(name, PrimFunc)``.
+def block_kernel(opt: Optimizer, dtype: str, offset: int, pshape: tuple, gshape: tuple):
+    """``opt``'s in-place update of rows ``[offset, offset + gshape[0])``: ``(name, PrimFunc)``.
 
     Arguments as :func:`~roam_tvm.frontend.optim.optimizer_kernel`'s (``p, g, *states,
-    *hypers``); ``p`` and the states are whole, ``g`` is the block, and the loops run over it.
+    *hypers``); ``p`` and the states are whole (``pshape``), ``g`` is the block (``gshape``),
+    and the loops run over it. The shapes are static: FuseTIR refuses a fused group that passes
+    one var to a shape-generic buffer and to a producer's static one ("Inconsistent buffers ...
+    mapped to the same relax var"; a bf16 RNN's transposed gate block fused into its update).
     """
     from tvm.script import tirx as T
     from tvm.script.parser import parse
 
+    ndim = len(pshape)
     states = [s if s != "momentum_buffer" else "buf" for s in opt.state_suffixes]
     whole = ["p"] + states
-    fname = f"{opt.name}_update_{dtype}_{ndim}d_rows{offset}"
-    dims = [f"d{i}" for i in range(ndim)]
+    fname = f"{opt.name}_update_{dtype}_{'x'.join(map(str, pshape))}_rows{offset}_{gshape[0]}"
     idx = ", ".join(f"v{i}" for i in range(ndim))
+
+    def shape(dims) -> str:
+        return "(" + "".join(f"T.int64({d}), " for d in dims) + ")"
+
     src = ["@T.prim_func(private=True, s_tir=True)",
            f"def {fname}({', '.join(f'var_{t}: T.handle' for t in ['p', 'g'] + states)}, "
            + ", ".join(f'{s}: T.Buffer((), "{dtype}")' for s in opt.hyper_names) + "):",
-           '    T.func_attr({"tirx.noalias": True})', "    n = T.int64()"]
-    src += [f"    {d} = T.int64()" for d in dims]
-    rest = "".join(f"{d}, " for d in dims[1:])
+           '    T.func_attr({"tirx.noalias": True})']
     for t in whole:
-        src.append(f'    {t} = T.match_buffer(var_{t}, (n, {rest}), "{dtype}")')
-    src.append(f'    g = T.match_buffer(var_g, ({"".join(f"{d}, " for d in dims)}), "{dtype}")')
-    src.append(f"    for {', '.join(f'i{i}' for i in range(ndim))} in T.grid({', '.join(dims)}):")
+        src.append(f'    {t} = T.match_buffer(var_{t}, {shape(pshape)}, "{dtype}")')
+    src.append(f'    g = T.match_buffer(var_g, {shape(gshape)}, "{dtype}")')
+    src.append(f"    for {', '.join(f'i{i}' for i in range(ndim))} in T.grid({', '.join(str(d) for d in gshape)}):")
     src.append(f'        with T.sblock("{fname}"):')
     src.append(f'            {idx} = T.axis.remap("{"S" * ndim}", [{", ".join(f"i{i}" for i in range(ndim))}])')
     for line in opt.kernel_body(dtype, idx):
         src.append("            " + _offset_rows(line, whole, idx, offset))
     if not opt.hyper_names:
         src[1] = src[1].replace(", )", ")")
-    # never fused with its neighbours: its buffers are shape-generic, and FuseTIR refuses a
-    # group that passes one var to them and to a producer's static-shaped buffer ("Inconsistent
-    # buffers ... mapped to the same relax var"; a bf16 RNN's transposed gate block)
-    return fname, parse("\n".join(src) + "\n", extra_vars={"T": T}).with_attr("op_pattern", _OPAQUE)
+    return fname, parse("\n".join(src) + "\n", extra_vars={"T": T})

@@ -16,6 +16,7 @@ from tvm import relax
 
 from .block_updates import block_kernel
 from .optim import Optimizer, bn_stats_kernel, copy_kernel, counter_kernel, optimizer_kernel
+from .relax_shapes import shape_tuple
 from .relax_walk import VIEW_OPS, free_vars, ident, op_name
 from .signature import StepSignature
 
@@ -161,8 +162,9 @@ class UpdateEmitter:
         dt, nd = str(p.ty.dtype), p.ty.ndim
         whole = [p] + list(sts)
         for j, (g, offset) in enumerate(self.blocks[k]):
-            gv = self._kernel(("opt-rows", nd, dt, offset),
-                              lambda: block_kernel(self.optimizer, nd, dt, offset))
+            pshape, gshape = tuple(shape_tuple(p)), tuple(shape_tuple(g))
+            gv = self._kernel(("opt-rows", dt, offset, pshape, gshape),
+                              lambda: block_kernel(self.optimizer, dt, offset, pshape, gshape))
             call = relax.op.call_tir_inplace(gv, [whole[0], g] + whole[1:] + hyp, idx,
                                              out_ty if len(out_ty) > 1 else out_ty[0])
             last = j == len(self.blocks[k]) - 1
