@@ -11,7 +11,6 @@ from tvm import relax
 from . import gradients
 from .backward_attention import recompute_attention_in_backward
 from .backward_casts import recompute_upcasts_in_backward
-from .backward_concat_copies import copy_gate_concats_per_reader
 from .backward_elementwise import recompute_elementwise_in_backward
 from .backward_input_slices import recompute_input_slices_in_backward
 from .double_transpose import cancel_double_transposes
@@ -124,7 +123,4 @@ def differentiate(mod: tvm.IRModule, pvars: list,
     # and hardswish's clip(x + 3, 0, 6) from x, which it keeps anyway, as PyTorch's does
     adjoint = recompute_elementwise_in_backward(adjoint)
     # and an RNN step's input x[:, t] from x, which is alive anyway, as PyTorch's view is
-    adjoint = recompute_input_slices_in_backward(adjoint)
-    # a GRU step's two gate-gradient concats are built per reader from their shared pieces,
-    # so a weight gradient summed late keeps the pieces (4H a step), not both concats (6H)
-    return copy_gate_concats_per_reader(adjoint)
+    return recompute_input_slices_in_backward(adjoint)

@@ -3,9 +3,7 @@
 Four rewrites keep fewer tensors from the forward to the backward by recomputing values
 there instead (:mod:`.backward_casts`: float casts; :mod:`.backward_elementwise`: cheap
 elementwise chains; :mod:`.backward_attention`: attention probabilities;
-:mod:`.backward_input_slices`: an RNN step's slice of the input sequence), and
-:mod:`.backward_concat_copies` rebuilds a GRU step's gate-gradient concats per reader from backward
-values. Each decides *what* to redo; this module does the rewriting for all of them:
+:mod:`.backward_input_slices`: an RNN step's slice of the input sequence). Each decides *what* to redo; this module does the rewriting for all of them:
 
 * ``targets``: forward values whose backward reads are replaced by a recomputed copy;
 * ``recipe``: forward values recomputed (not read) while building a copy, ``targets``
