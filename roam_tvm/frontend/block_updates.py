@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from tvm import relax
 
-from .optim import Optimizer
+from .optim import Optimizer, make_kernel
 from .relax_shapes import shape_tuple
 from .relax_walk import op_name
 
@@ -58,30 +58,13 @@ def block_kernel(opt: Optimizer, dtype: str, offset: int, pshape: tuple, gshape:
     one var to a shape-generic buffer and to a producer's static one ("Inconsistent buffers ...
     mapped to the same relax var"; a bf16 RNN's transposed gate block fused into its update).
     """
-    from tvm.script import tirx as T
-    from tvm.script.parser import parse
-
-    ndim = len(pshape)
     states = [s if s != "momentum_buffer" else "buf" for s in opt.state_suffixes]
     whole = ["p"] + states
     fname = f"{opt.name}_update_{dtype}_{'x'.join(map(str, pshape))}_rows{offset}_{gshape[0]}"
-    idx = ", ".join(f"v{i}" for i in range(ndim))
 
-    def shape(dims) -> str:
-        return "(" + "".join(f"T.int64({d}), " for d in dims) + ")"
+    def body(dt: str, idx: str) -> list[str]:
+        return [_offset_rows(line, whole, idx, offset) for line in opt.kernel_body(dt, idx)]
 
-    src = ["@T.prim_func(private=True, s_tir=True)",
-           f"def {fname}({', '.join(f'var_{t}: T.handle' for t in ['p', 'g'] + states)}, "
-           + ", ".join(f'{s}: T.Buffer((), "{dtype}")' for s in opt.hyper_names) + "):",
-           '    T.func_attr({"tirx.noalias": True})']
-    for t in whole:
-        src.append(f'    {t} = T.match_buffer(var_{t}, {shape(pshape)}, "{dtype}")')
-    src.append(f'    g = T.match_buffer(var_g, {shape(gshape)}, "{dtype}")')
-    src.append(f"    for {', '.join(f'i{i}' for i in range(ndim))} in T.grid({', '.join(str(d) for d in gshape)}):")
-    src.append(f'        with T.sblock("{fname}"):')
-    src.append(f'            {idx} = T.axis.remap("{"S" * ndim}", [{", ".join(f"i{i}" for i in range(ndim))}])')
-    for line in opt.kernel_body(dtype, idx):
-        src.append("            " + _offset_rows(line, whole, idx, offset))
-    if not opt.hyper_names:
-        src[1] = src[1].replace(", )", ")")
-    return fname, parse("\n".join(src) + "\n", extra_vars={"T": T})
+    shapes = {**{t: pshape for t in whole}, "g": gshape}
+    return fname, make_kernel(fname, len(pshape), dtype, ["p", "g"] + states, opt.hyper_names, body,
+                              shapes=shapes, grid=gshape)

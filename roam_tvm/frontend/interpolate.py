@@ -13,7 +13,7 @@ of indices, a third of its peak, where PyTorch holds none. TVM's own bicubic con
 Each of these resizes is separable and linear: per ``(n, c)`` plane, ``y = A_h @ x @ A_w^T``
 (and ``A_d`` over depth), with a constant ``A`` (output x input) per resized axis. The
 matrices are computed by running the same ATen op on an identity basis, in float64, one
-axis at a time with the other axes 1 -> 1 (which every mode maps to itself), so mode,
+axis at a time with the other axes 2 -> 2 at scale 1 (which every mode maps to itself), so mode,
 ``align_corners``, scale factors and antialiasing are PyTorch's own. The import is
 ``matmul``s with those matrices, whose gradients Relax has (``A^T @ dy``); an axis that keeps
 its size and maps to itself is skipped.

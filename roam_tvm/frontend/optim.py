@@ -164,19 +164,26 @@ class AdamW(Adam):
 
 
 def _kernel_source(fname: str, ndim: int, dtype: str, tensors: list[str], scalars: list[str],
-                   body: list[str], scalar_dtypes: dict | None = None) -> str:
-    """TVMScript of an elementwise kernel over ``ndim`` symbolic dims writing ``body``."""
+                   body: list[str], scalar_dtypes: dict | None = None, shapes: dict | None = None,
+                   grid: tuple | None = None) -> str:
+    """TVMScript of an elementwise kernel over ``ndim`` symbolic dims writing ``body``; with
+    ``shapes`` (tensor -> static shape) and ``grid`` (static loop extents) a static one."""
     scalar_dtypes = scalar_dtypes or {}
-    dims = [f"d{i}" for i in range(ndim)]
+
+    def static(dims) -> str:
+        return "(" + "".join(f"T.int64({d}), " for d in dims) + ")"
+
+    dims = [f"d{i}" for i in range(ndim)] if grid is None else [str(d) for d in grid]
     shape = "(" + "".join(f"{d}, " for d in dims) + ")"
     args = [f"var_{t}: T.handle" for t in tensors]
     args += [f"{s}: T.Buffer((), \"{scalar_dtypes.get(s, dtype)}\")" for s in scalars]
     src = ["@T.prim_func(private=True, s_tir=True)", f"def {fname}({', '.join(args)}):",
            '    T.func_attr({"tirx.noalias": True})']
-    for d in dims:
-        src.append(f"    {d} = T.int64()")
+    if shapes is None:
+        src += [f"    {d} = T.int64()" for d in dims]
     for t in tensors:
-        src.append(f"    {t} = T.match_buffer(var_{t}, {shape}, \"{dtype}\")")
+        tshape = shape if shapes is None else static(shapes[t])
+        src.append(f"    {t} = T.match_buffer(var_{t}, {tshape}, \"{dtype}\")")
     idx = ", ".join(f"v{i}" for i in range(ndim)) if ndim else "()"
     ind = "    "
     if ndim:
@@ -193,14 +200,16 @@ def _kernel_source(fname: str, ndim: int, dtype: str, tensors: list[str], scalar
     return "\n".join(src) + "\n"
 
 
-def make_kernel(fname: str, ndim: int, dtype: str, tensors, scalars, body_fn, scalar_dtypes=None):
+def make_kernel(fname: str, ndim: int, dtype: str, tensors, scalars, body_fn, scalar_dtypes=None,
+                shapes: dict | None = None, grid: tuple | None = None):
     """Parse a kernel built by :func:`_kernel_source` into a ``tir.PrimFunc``."""
     from tvm.script import tirx as T
     from tvm.script.parser import parse
 
     idx = ", ".join(f"v{i}" for i in range(ndim)) if ndim else "()"
     body = body_fn(dtype, idx)
-    src = _kernel_source(fname, ndim, dtype, list(tensors), list(scalars), body, scalar_dtypes)
+    src = _kernel_source(fname, ndim, dtype, list(tensors), list(scalars), body, scalar_dtypes,
+                         shapes, grid)
     func = parse(src, extra_vars={"T": T})
     return func
 

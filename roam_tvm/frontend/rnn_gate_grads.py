@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from tvm import relax
 from tvm.relax import op as R
 
-from .relax_shapes import scalar_value, shape_tuple
+from .relax_shapes import shape_tuple
 from .relax_walk import bindings, op_name
+from .zero_fills import is_zero_fill
 
 #: function attribute: names of the gradients this pass returned as stacked gate rows
 GATE_ROWS_ATTR = "roam.gate_rows"
@@ -35,10 +36,7 @@ _WRAPPERS = ("relax.permute_dims", "relax.astype")
 
 
 def _is_zero_fill(var, defs) -> bool:
-    value = defs.get(var) if isinstance(var, relax.Var) else None
-    if op_name(value) == "relax.zeros":
-        return True
-    return op_name(value) == "relax.full" and scalar_value(value.args[1]) == 0.0
+    return isinstance(var, relax.Var) and is_zero_fill(defs.get(var))
 
 
 def _unpadded(field, defs):

@@ -36,7 +36,8 @@ _KEEPS_ZERO = frozenset({"relax.reshape", "relax.permute_dims", "relax.squeeze",
 _PRODUCTS = frozenset({"relax.matmul", "relax.multiply"})
 
 
-def _is_fill(value) -> bool:
+def is_zero_fill(value) -> bool:
+    """``value`` is ``zeros``, ``zeros_like``, or ``full`` / ``full_like`` of 0."""
     name = op_name(value)
     if name in ("relax.zeros", "relax.zeros_like"):
         return True
@@ -87,7 +88,7 @@ class ZeroFolds:
         name = op_name(value)
         if name is None or not isinstance(getattr(var, "ty", None), relax.TensorType):
             return
-        if _is_fill(value):
+        if is_zero_fill(value):
             self.zero.add(var)
         elif name in _KEEPS_ZERO and self._is_zero(value.args[0]):
             self.zero.add(var)
