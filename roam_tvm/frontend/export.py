@@ -16,6 +16,7 @@ from .hf_rope import settle_dynamic_rope, static_rope_updates
 from .loss_input import apply_loss, first_output  # noqa: F401 - first_output: callers import it here
 from .noop_casts import noop_module_casts
 from .packed_sequence import traceable_packed_sequences
+from .dense_dispatch import dense_dispatch, warn_dense
 from .traceable_ops import traceable_functionals
 
 
@@ -122,10 +123,11 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
         with warnings.catch_warnings(), exportable_experts(model), noop_module_casts(), \
                 mask_hint_from_caller(), traceable_functionals(), traceable_packed_sequences(), \
                 static_rope_updates(model), default_encoder_masks(model), complex_as_pairs(), \
-                count_checkpoints() as ckpts:
+                count_checkpoints() as ckpts, dense_dispatch() as dense:
             warnings.simplefilter("ignore")
             ep = torch.export.export(wrapped, example_inputs + targets, strict=False,
                                      dynamic_shapes=ds)
+        dense.check(wrapped, example_inputs + targets, type(model).__name__)
     except FrontendError:
         raise
     except Exception as e:  # noqa: BLE001 - report any tracing failure cleanly
@@ -135,4 +137,5 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
         if old_cache:
             cfg.use_cache = old_cache
     warn_checkpoints(ckpts, type(model).__name__)  # traced as the plain forward: no recomputation
+    warn_dense(dense, type(model).__name__)
     return ep
