@@ -12,7 +12,7 @@ report plus ``run`` and ``row``, or ``{"error", "run"}``), then rebuilds from ev
 
 ``benchmarks/results/outside_probes.json``
     ``{command, versions, machine, rows: [{model, file, ops, tvm_default, pytorch, roam, cut, pair, set,
-    best_bound, roam_over_cut, roam_over_best, below_tvm_default, below_pytorch, plan_seconds, valid, error, meets_bar}]}``
+    cut_aligned, best_bound, roam_over_cut, roam_over_best, below_tvm_default, below_pytorch, plan_seconds, valid, error, meets_bar}]}``
     (peaks in bytes; ``below_*`` means at or below; ``meets_bar``: valid, at or below tvm-default,
     within 2% of cut);
 ``benchmarks/results/outside_probes.md``
@@ -79,6 +79,8 @@ ROWS.update({name: "kinds_fresh3.py" for name in (
     "recurrent_gemma", "jamba", "zamba2", "falcon_h1", "diffllama", "dinov2", "pvt_v2", "focalnet", "efficientnet_hf",
     "wavlm", "nystromformer")})
 ROWS.update({name: "kinds_fresh_nn.py" for name in ("gcn", "gat", "perceiver", "gfnet")})
+ROWS.update({name: "moe_dispatch.py" for name in (
+    "mistral_src", "mistral_src_bf16", "mixtral_hf4", "bool_mask_moe", "shared_expert_moe", "switch_top1")})
 # rows that run a factory of ROWS with extra compare flags: row -> (factory, flags)
 VARIANTS = {"t5_small_bf16amp": ("t5_small", ["--precision", "bf16-amp"]),
             "t5_small_fp16amp": ("t5_small", ["--precision", "fp16-amp"]),
@@ -136,6 +138,7 @@ def summary_row(name: str, report: dict | None, error: str | None = None) -> dic
     row = {"model": name, "file": f"benchmarks/outside/{file}", "ops": report.get("ops"),
            "tvm_default": peaks["tvm-default"], "pytorch": peaks["pytorch"], "roam": roam, "cut": cut,
            "pair": _number(bounds.get("pair")), "set": _number(bounds.get("set")),
+           "cut_aligned": _number(bounds.get("cut_aligned")),
            "roam_over_cut": roam / cut if roam and cut else None,
            "below_tvm_default": None if roam is None or peaks["tvm-default"] is None else roam <= peaks["tvm-default"],
            "below_pytorch": None if roam is None or peaks["pytorch"] is None else roam <= peaks["pytorch"],
@@ -143,7 +146,8 @@ def summary_row(name: str, report: dict | None, error: str | None = None) -> dic
            "valid": valid if isinstance(valid, bool) else None, "error": error}
     row["meets_bar"] = bool(row["valid"] and row["below_tvm_default"] and row["roam_over_cut"] is not None
                             and row["roam_over_cut"] <= CUT_SLACK)
-    best = best_bound({"cut": cut, "pair": row["pair"], "set": row["set"]})  # figures as _number reads them
+    best = best_bound({"cut": cut, "pair": row["pair"], "set": row["set"],  # figures as _number reads them
+                       "cut_aligned": row["cut_aligned"]})
     row["best_bound"] = best
     row["roam_over_best"] = roam / best if roam and best else None
     return row

@@ -346,17 +346,17 @@ class Graph:
             "program_order_peak": self.peak(),
         }
 
-    def aligned(self, alignment: int) -> "Graph":
+    def aligned(self, alignment: int, tensors: Iterable[int] | None = None) -> "Graph":
         """A copy in which each allocated tensor takes its size rounded up to ``alignment``.
 
         A planner that places tensors at ``alignment``-byte offsets in one arena (RoamLayout)
         gives each of them that much room, so an order chosen on these sizes is chosen for
         what the layout will pack. Always-live tensors keep their size (they are not in the
-        arena).
+        arena). ``tensors`` limits the rounding to those (the ones an arena holds).
         """
         if alignment <= 1:
             return self
-        allocated = set(self.allocated)
+        allocated = set(self.allocated) if tensors is None else set(self.allocated) & set(tensors)
         tensors = [replace(t, size=-(-t.size // alignment) * alignment)
                    if t.id in allocated and t.size > 0 else t for t in self.tensors]
         return Graph(self.ops, tensors, name=self.name, meta=self.meta)

@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 import tvm
 from tvm import relax
 
+from ..passes.arena import default_alignment
 from .names import ALL_PLANNERS
 from .simulate import PLANNERS, lower_bounds, param_kinds_attr, run_planner, schedule_for, scratch_for
 _KIND_OF = {"input": "input", "target": "input", "hyper": "input", "param": "param", "state": "state",
@@ -70,6 +71,11 @@ def with_param_kinds(ts) -> tvm.IRModule:
     return param_kinds_attr(ts.mod, kinds, ts.func_name)
 
 
+def arena_alignment(layout_options: dict | None) -> int:
+    """The offset alignment roam's layout uses under ``layout_options``."""
+    return (layout_options or {}).get("alignment") or default_alignment()
+
+
 def compare_step(ts, planners: Sequence[str] = ALL_PLANNERS, target: str = "llvm",
                  pytorch: Callable[[], dict] | None = None, cut: bool = True,
                  order_options: dict | None = None, layout_options: dict | None = None,
@@ -107,7 +113,7 @@ def compare_step(ts, planners: Sequence[str] = ALL_PLANNERS, target: str = "llvm
     if "tvm-default" not in stages:
         stages.insert(1, "tvm-default")  # the bounds are taken on its graph
     bar = tqdm(stages, desc="compare", disable=not progress, file=sys.stderr, leave=False)
-    default_graph = None
+    default_graph, arena = None, None
     for stage in bar:
         bar.set_postfix_str(stage)
         if stage == "schedule":
@@ -125,7 +131,7 @@ def compare_step(ts, planners: Sequence[str] = ALL_PLANNERS, target: str = "llvm
         elif stage in PLANNERS:
             result, extras = run_planner(scheduled, stage, target, func_name, order_options, layout_options, kernels)
             if stage == "tvm-default":
-                default_graph = extras["unplanned"]
+                default_graph, arena = extras["unplanned"], extras["arena_tensors"]
             if stage in planners:
                 report["planners"][stage] = result.to_dict()
                 report.setdefault("records", {})[stage] = {
@@ -141,7 +147,8 @@ def compare_step(ts, planners: Sequence[str] = ALL_PLANNERS, target: str = "llvm
             g = default_graph
             start = time.perf_counter()
             reached = [r["peak_bytes"] for r in report["planners"].values() if r.get("peak_bytes")]
-            report["lower_bounds"] = lower_bounds(g, cut=cut, reached=min(reached) if reached else None)
+            report["lower_bounds"] = lower_bounds(g, cut=cut, reached=min(reached) if reached else None,
+                                                  arena=arena, alignment=arena_alignment(layout_options))
             report["bounds_seconds"] = time.perf_counter() - start
             report["tensors"] = len(g.tensors)
             report["planned_ops"] = len(g.ops)
@@ -186,7 +193,8 @@ def _baseline_failed(err: Exception, seconds: float) -> dict:
 # for laying out that one order only (a better order can go below it).
 BOUND_MEANING = {"order": "least for the program order", "any": "least for any order (loose)",
                  "cut": "least for any order", "pair": "least for any order",
-                 "set": "least for any order"}
+                 "set": "least for any order",
+                 "cut_aligned": "least for any order, aligned arena"}
 
 
 def format_table(report: dict) -> str:

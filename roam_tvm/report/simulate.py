@@ -27,6 +27,7 @@ from ..graph.bounds import any_bound, cut_profile
 from ..graph.pair_bound import pair_cut_bound
 from ..graph.set_bound import set_cut_bound
 from ..passes import LiftKernelScratch, RoamLayout, RoamOrder, RoamPlan, extract_graph, latest_layout, latest_order
+from ..passes.arena import plannable_tensors
 from ..passes.roam_order import reorder_function
 from ..runtime.pipeline import dataflow_lower_passes, roam_lower_passes, legalize_passes, library_dispatch_passes, schedule_passes
 from ..runtime.targets import as_target, is_gpu_target
@@ -83,7 +84,12 @@ def scratch_figures(func: relax.Function, mod: tvm.IRModule, scratch: dict[str, 
 PAIR_SECONDS = 30.0
 
 
-def lower_bounds(g: Graph, cut: bool = True, reached: int | None = None) -> dict[str, int]:
+#: Arena padding (at the program order's peak) below this share of the peak is not worth a second cut.
+ALIGNED_CUT_MIN_PADDING = 0.005
+
+
+def lower_bounds(g: Graph, cut: bool = True, reached: int | None = None,
+                 arena: dict[int, list[int]] | None = None, alignment: int = 64) -> dict[str, int]:
     """The ``order``, ``any``, ``cut``, ``pair`` and ``set`` lower bounds of an unplanned graph.
 
     ``pair`` (:func:`~roam_tvm.graph.pair_bound.pair_cut_bound`) and ``set``
@@ -92,6 +98,13 @@ def lower_bounds(g: Graph, cut: bool = True, reached: int | None = None) -> dict
     weight-gradient sums of an unrolled RNN do (two ops, or several in sequence).
     ``set`` is left out when ``reached`` (the least peak a planner reached) is
     already at ``cut`` or ``pair``: no bound can prove more there.
+
+    ``arena`` (device -> the tensors an arena may hold, :func:`~roam_tvm.passes.arena.plannable_tensors`)
+    adds ``cut_aligned`` where padding matters (small steps, odd sizes): the least any order reaches when
+    those tensors sit at ``alignment``-byte offsets of one arena per device, as RoamLayout places them.
+    Each then takes its size rounded up, except the highest one of each arena, whose end is the arena's
+    (hence, per arena, the largest padding of one of its tensors off). It bounds roam's arena plans, not
+    TVM's separately allocated storages, whose figures count exact sizes.
     """
     out = {"order": g.peak(), "any": any_bound(g)}
     if cut:
@@ -100,6 +113,11 @@ def lower_bounds(g: Graph, cut: bool = True, reached: int | None = None) -> dict
         out["pair"] = pair_cut_bound(g, prof, time_limit=PAIR_SECONDS)
         if reached is None or reached > out["pair"]:
             out["set"] = set_cut_bound(g, prof, time_limit=PAIR_SECONDS)
+        if arena:
+            padded = g.aligned(alignment, [t for ts in arena.values() for t in ts])
+            if padded.peak() - out["order"] > ALIGNED_CUT_MIN_PADDING * out["order"]:
+                slack = sum(max(padded.tensors[t].size - g.tensors[t].size for t in ts) for ts in arena.values() if ts)
+                out["cut_aligned"] = max(out["cut"], cut_profile(padded).bound - slack)
     return out
 
 
@@ -203,7 +221,8 @@ def run_planner(scheduled: tvm.IRModule, planner: str, target="llvm", func: str 
             else:
                 planned = relax.transform.StaticPlanBlockMemory()(lowered)
             seconds += time.perf_counter() - start
-        unplanned = extract_graph(lowered[func], lowered, func).graph
+        unplanned_rg = extract_graph(lowered[func], lowered, func)
+        unplanned = unplanned_rg.graph
         # The independent checker compares the plan with the step in its original order.
         reference = lowered if not use_order else tvm.transform.Sequential(lower)(scheduled)
     violations = check_plan(reference[func], planned[func], planned)
@@ -222,6 +241,6 @@ def run_planner(scheduled: tvm.IRModule, planner: str, target="llvm", func: str 
         result.scratch_bytes = figures.scratch_bytes
         result.peak_with_scratch_bytes = figures.peak_with_scratch_bytes
         result.pool_peak_bytes = figures.pool_peak_bytes
-    extras = {"unplanned": unplanned, "planned_graph": g, "lowered": lowered, "planned": planned,
+    extras = {"unplanned": unplanned, "arena_tensors": plannable_tensors(unplanned_rg), "planned_graph": g, "lowered": lowered, "planned": planned,
               "order_record": order_rec, "layout_record": layout_rec}
     return result, extras
