@@ -156,3 +156,41 @@ def test_module_cast_to_its_own_dtype_in_forward():
                      (torch.randint(0, 16, (4,)),), "cross_entropy", OptimizerConfig("sgd", 0.1))
     r = pytorch_peak(spec, device="meta")
     assert r["peak_bytes"] >= 2 * (16 * 16 + 16) * 4 + 4 * 16 * 4
+
+
+def test_real_value_recording_counts_like_the_fake_one():
+    """The real-tensor path (for value-sized steps) gives the fake path's figure on a static step."""
+    from roam_tvm.report.pytorch_peak import _simulate
+
+    spec = _mlp_spec(batch=8, optimizer=OptimizerConfig("adam", 0.1))
+    fake = _simulate(spec, False, real_values=False)
+    real = _simulate(spec, False, real_values=True)
+    assert real["peak_bytes"] == fake["peak_bytes"]
+    assert real["detail"]["optimizer_state_bytes"] == fake["detail"]["optimizer_state_bytes"] > 0
+
+
+class _RoutesByValue(nn.Module):
+    """Top-1 routing by ``nonzero``: sizes depend on the values."""
+
+    def __init__(self, width=16, experts=4):
+        super().__init__()
+        self.router = nn.Linear(width, experts)
+        self.experts = nn.ModuleList(nn.Linear(width, width) for _ in range(experts))
+
+    def forward(self, x):
+        pick = self.router(x).argmax(-1)
+        out = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            rows = (pick == e).nonzero().squeeze(-1)
+            out = out.index_add(0, rows, expert(x[rows]))
+        return out
+
+
+def test_value_sized_step_is_recorded_on_real_tensors():
+    torch.manual_seed(0)
+    spec = ModelSpec("routes", _RoutesByValue().train(), (torch.randn(32, 16),),
+                     (torch.randint(0, 16, (32,)),), "cross_entropy", OptimizerConfig("sgd", 0.1))
+    r = pytorch_peak(spec, device="meta")
+    assert r["detail"]["values"].startswith("real") and "real CPU tensors" in r["detail"]["order"]
+    params = (16 * 4 + 4 + 4 * (16 * 16 + 16)) * 4
+    assert r["peak_bytes"] > 2 * params + 32 * 16 * 4

@@ -29,6 +29,7 @@ multi-tensor path that PyTorch picks by default on CUDA, which allocates tempora
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from typing import Any, Dict, List, Optional
@@ -186,7 +187,23 @@ def _run_step(wrapped, args, opt, marks: Optional[dict] = None, rec: Optional[_R
 
 
 def simulate_eager_step(spec, foreach: bool = False) -> Dict[str, Any]:
-    """Simulated peak of the eager step (see the module docstring). Works on meta models (GPT2-XL)."""
+    """Simulated peak of the eager step (see the module docstring). Works on meta models (GPT2-XL).
+
+    A step whose sizes depend on the values (``torch.where(mask)``, ``nonzero``, boolean-mask indexing: a
+    MoE's token dispatch) cannot run on fake tensors; with real weights it is then recorded on real CPU
+    tensors with the example data (the same order and counting; ``detail["values"]`` says so).
+    """
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+
+    try:
+        return _simulate(spec, foreach, real_values=False)
+    except (DynamicOutputShapeException, DataDependentOutputException):
+        if getattr(spec, "meta", False) or any(p.is_meta for p in spec.model.parameters()):
+            raise
+        return _simulate(spec, foreach, real_values=True)
+
+
+def _simulate(spec, foreach: bool, real_values: bool) -> Dict[str, Any]:
     from roam_tvm.frontend.causal_mask import mask_hint_from_caller
     from roam_tvm.frontend.hf_experts import exportable_experts
     from roam_tvm.frontend.hf_rope import static_rope_updates
@@ -197,13 +214,17 @@ def simulate_eager_step(spec, foreach: bool = False) -> Dict[str, Any]:
     t0 = time.perf_counter()
     # Fake tensors (meta storage underneath): no memory, no compute, and Hugging Face's data-dependent checks
     # (``.all()`` on masks) see a tracing tensor and take their trace-friendly branch.
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    model = meta_copy(spec.model, fake_mode)
+    if real_values:  # every storage is the step's but the optimizer's step counters (host-side on a GPU)
+        fake_mode, model = contextlib.nullcontext(), copy.deepcopy(spec.model)
+        args = tuple(a.detach().clone() for a in spec.args)
+    else:
+        fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        model = meta_copy(spec.model, fake_mode)
+        # device "meta" marks step memory; fake tensors the optimizer makes on the CPU (step counters) are host-side
+        args = tuple(fake_mode.from_tensor(torch.empty_like(a.detach(), device="meta"), static_shapes=True)
+                     for a in spec.args)
     model.train()
-    wrapped = _FactoriesOn(LossWrapper(model, spec.loss, len(spec.example_inputs)), "meta")
-    # device "meta" marks step memory; fake tensors the optimizer makes on the CPU (step counters) are host-side
-    args = tuple(fake_mode.from_tensor(torch.empty_like(a.detach(), device="meta"), static_shapes=True)
-                 for a in spec.args)
+    wrapped = _FactoriesOn(LossWrapper(model, spec.loss, len(spec.example_inputs)), "cpu" if real_values else "meta")
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch_optimizer(spec.optimizer, params, foreach=foreach)
 
@@ -225,6 +246,11 @@ def simulate_eager_step(spec, foreach: bool = False) -> Dict[str, Any]:
         marks: Dict[str, int] = {}
         _run_step(wrapped, args, opt, marks=marks, rec=rec)
     grads = [p.grad for p in params if p.grad is not None]
+    counters = {info[0] for st in opt.state.values() for k, v in st.items() if k == "step" and
+                isinstance(v, torch.Tensor) and (info := _storage(v)) is not None}
+
+    def host(key, device_type) -> bool:
+        return key in counters if real_values else device_type == "cpu"
 
     n = len(rec.ops)
     category: Dict[int, str] = {}
@@ -232,7 +258,7 @@ def simulate_eager_step(spec, foreach: bool = False) -> Dict[str, Any]:
     for cat, tensors in persistent_tensors.items():
         for t in tensors:
             info = _storage(t)
-            if info is None or info[2] == "cpu" or info[0] in category:
+            if info is None or host(info[0], info[2]) or info[0] in category:
                 continue
             category[info[0]] = cat
             persistent_bytes[cat] += info[1]
@@ -248,7 +274,7 @@ def simulate_eager_step(spec, foreach: bool = False) -> Dict[str, Any]:
         for key in rec.reads[i]:
             last[key] = i
     untracked = {k for r in rec.reads for k in r if k not in category and k not in created}
-    untracked_bytes = sum(rec.size[k] for k in untracked if rec.device.get(k) != "cpu")
+    untracked_bytes = sum(rec.size[k] for k in untracked if not host(k, rec.device.get(k)))
     grad_keys = set()
     grad_bytes = 0
     for g in grads:
@@ -262,7 +288,7 @@ def simulate_eager_step(spec, foreach: bool = False) -> Dict[str, Any]:
     delta = [0] * (n + 1)
     grad_delta = [0] * (n + 1)
     for key, start in created.items():
-        if rec.device.get(key) == "cpu":
+        if host(key, rec.device.get(key)):
             continue
         size = rec.size[key]
         delta[start] += size
@@ -303,7 +329,9 @@ def simulate_eager_step(spec, foreach: bool = False) -> Dict[str, Any]:
         "num_optimizer_ops": n - bwd_end,
         "optimizer": spec.optimizer.kind,
         "foreach": bool(foreach),
-        "order": "eager: forward, whole backward, optimizer step; perfect packing",
+        "order": "eager: forward, whole backward, optimizer step; perfect packing"
+                 + ("; recorded on real CPU tensors (sizes depend on values)" if real_values else ""),
+        "values": "real (example data)" if real_values else "none (fake tensors)",
         "seconds": round(time.perf_counter() - t0, 3),
     }
     rec.keep.clear()
