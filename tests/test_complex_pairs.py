@@ -86,3 +86,39 @@ def test_unhandled_complex_op_is_named():
 
     with pytest.raises(UnsupportedError, match="complex tensor reaches exp.*Way out"):
         from_torch(Exp(), (torch.randn(2, 8),), (), loss=lambda out: out, quiet=True)
+
+
+class _HeldFreqs(_Block):
+    """The frequencies made once in ``__init__``: a buffer (persistent or not) or, as in Meta's reference
+    LLaMA, a plain attribute that ``forward`` moves to the input's device and assigns back."""
+
+    def __init__(self, held: str):
+        super().__init__()
+        self.held = held
+        if held == "attribute":
+            self.freqs_cis = _freqs(8, 16)
+        else:
+            self.register_buffer("freqs_cis", _freqs(8, 16), persistent=held == "buffer")
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        if self.held == "attribute":
+            self.freqs_cis = self.freqs_cis.to(x.device)
+        fc = self.freqs_cis[:t]
+        q, k, v = (_rope(w(x).view(b, t, 2, 8), fc) if w is not self.v else w(x).view(b, t, 2, 8)
+                   for w in (self.q, self.k, self.v))
+        att = torch.softmax(torch.einsum("bqhd,bkhd->bhqk", q, k) / 8 ** 0.5, -1)
+        return self.o(torch.einsum("bhqk,bkhd->bqhd", att, v).reshape(b, t, 16))
+
+
+@pytest.mark.parametrize("held", ["buffer", "non_persistent_buffer", "attribute"])
+def test_complex_state_made_in_init(held):
+    from test_numerics import compare_step
+
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(2, 6, 16, generator=g), torch.randn(2, 6, 16, generator=g)
+    model = _HeldFreqs(held)
+    cls, before = type(model), model.freqs_cis
+    compare_step(model, (x,), (y,), "mse", SGD(lr=1.0))
+    assert type(model) is cls and model.freqs_cis is before and model.freqs_cis.is_complex()  # restored
+    assert held == "attribute" or "freqs_cis" in dict(model.named_buffers())

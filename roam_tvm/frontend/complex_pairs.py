@@ -23,6 +23,11 @@ _WAY_OUT = ("Way out: write the rotation in real arithmetic (x * cos + rotate_ha
             "Face's LLaMA does.")
 
 
+# queries torch.export makes on a model's buffers, which hold the same for the pair tensor
+_PASS_THROUGH = frozenset({"_is_view", "is_contiguous", "data_ptr", "untyped_storage", "storage_offset",
+                           "__hash__", "requires_grad_", "_version", "get_device", "is_leaf"})
+
+
 def _dim(d: int) -> int:
     """A dim of the complex tensor -> the same dim of its pair tensor (negative dims skip the pair axis)."""
     return d - 1 if d < 0 else d
@@ -92,7 +97,7 @@ class _PairMode:
                 if (name == "__get__" and prop in ("real", "imag")) or func in (torch.real, torch.imag):
                     part = 0 if prop == "real" or func is torch.real else 1
                     return x[..., part]  # unmarked: real from here on
-                if name == "__get__":  # device, dtype, requires_grad, ...: the pair tensor's
+                if name == "__get__" or name in _PASS_THROUGH:  # device, dtype, ...: the pair tensor's
                     return func(*args, **kwargs)
                 if func is T.size:
                     return x.shape[:-1] if not rest else x.shape[:-1][rest[0]]
@@ -137,8 +142,76 @@ class _PairMode:
         return Mode()
 
 
+def _complex_state(model) -> list[tuple[object, str, bool]]:
+    """(module, name, is_buffer) of every complex buffer or plain tensor attribute in ``model``
+    (Meta's reference LLaMA keeps ``freqs_cis = torch.polar(...)`` as one, made in ``__init__``)."""
+    import torch
+
+    found = []
+    for module in model.modules():
+        for name, buf in module._buffers.items():
+            if buf is not None and buf.is_complex():
+                found.append((module, name, True))
+        for name, value in vars(module).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter) and value.is_complex():
+                found.append((module, name, False))
+    return found
+
+
+def _swap_for_pairs(mode, module, name: str, is_buffer: bool):
+    """Hold ``module.<name>`` (complex) as a real pair tensor while traced; returns the undo.
+
+    ``torch.export`` replaces a module's buffers and constants with its own tensors while tracing, so the
+    pair is held under another name and ``<name>`` becomes a property (on a subclass made for this module)
+    that hands the model a marked view of whatever tensor is there, or what the model assigned to it.
+    """
+    import torch
+
+    cls, pair_name, assigned = type(module), f"_roam_pairs_{name}", f"_roam_pairs_{name}_assigned"
+    old = module._buffers.pop(name) if is_buffer else vars(module).pop(name)
+    pair = torch.view_as_real(old).clone()
+    if is_buffer:
+        module._buffers[pair_name] = pair
+        if name in module._non_persistent_buffers_set:
+            module._non_persistent_buffers_set.add(pair_name)
+    else:
+        vars(module)[pair_name] = pair
+
+    def get(self):
+        t = vars(self).get(assigned)
+        t = getattr(self, pair_name) if t is None else t
+        return t if mode._is(t) else mode._mark(t.view(t.shape))
+
+    def put(self, value):  # Meta's LLaMA: self.freqs_cis = self.freqs_cis.to(h.device)
+        vars(self)[assigned] = value
+
+    module.__class__ = type(cls.__name__, (cls,), {name: property(get, put), "__module__": cls.__module__,
+                                                   "__qualname__": cls.__qualname__})
+
+    def undo():
+        module.__class__ = cls
+        vars(module).pop(assigned, None)
+        if is_buffer:
+            module._buffers.pop(pair_name, None)
+            module._non_persistent_buffers_set.discard(pair_name)
+            module._buffers[name] = old
+        else:
+            vars(module).pop(pair_name, None)
+            vars(module)[name] = old
+    return undo
+
+
 @contextlib.contextmanager
-def complex_as_pairs():
-    """While active, complex tensors from ``torch.polar`` / ``torch.view_as_complex`` are real pairs."""
-    with _PairMode.make():
-        yield
+def complex_as_pairs(model=None):
+    """While active, complex tensors from ``torch.polar`` / ``torch.view_as_complex`` are real pairs, and so
+    are ``model``'s complex buffers and tensor attributes (restored on exit)."""
+    mode = _PairMode.make()
+    undo = []
+    try:
+        for module, name, is_buffer in _complex_state(model) if model is not None else []:
+            undo.append(_swap_for_pairs(mode, module, name, is_buffer))
+        with mode:
+            yield
+    finally:
+        for u in reversed(undo):
+            u()

@@ -122,7 +122,7 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
         settle_dynamic_rope(model, example_inputs)  # dynamic RoPE's update, fixed by the static shapes
         with warnings.catch_warnings(), exportable_experts(model), noop_module_casts(), \
                 mask_hint_from_caller(), traceable_functionals(), traceable_packed_sequences(), \
-                static_rope_updates(model), default_encoder_masks(model), complex_as_pairs(), \
+                static_rope_updates(model), default_encoder_masks(model), complex_as_pairs(model), \
                 count_checkpoints() as ckpts, dense_dispatch() as dense:
             warnings.simplefilter("ignore")
             ep = torch.export.export(wrapped, example_inputs + targets, strict=False,
