@@ -142,3 +142,17 @@ def test_untraceable_selections_are_refused(model, match):
     m, x, t = model(), torch.randn(6, 8), torch.randint(0, 5, (6,))
     with pytest.raises(UnsupportedError, match=match):
         from_torch(m, (x,), (t,), loss="cross_entropy", optimizer=Adam(lr=1e-3), quiet=True)
+
+
+def test_boolean_mask_rows_are_a_copy():
+    """``out[m] += v`` reads ``out[m]``, adds in place and writes back: the rows read must be a copy
+    (as boolean indexing gives), or the add lands on the unselected rows too."""
+    x = torch.arange(12.0).reshape(6, 2)
+    m = torch.tensor([True, False, True, False, False, True])
+    want = torch.zeros(6, 2)
+    want[m] += x[m] * 2 + 1
+    with dense_dispatch() as record:
+        got = torch.zeros(6, 2)
+        got[m] += x[m] * 2 + 1  # the unselected rows' values are not zero
+    assert record.selections == 2 and record.sinks == 1
+    torch.testing.assert_close(got, want)

@@ -312,8 +312,9 @@ class _DenseMode:
                     raise self._refuse("boolean-mask indexing", "is not over the leading dims")
                 record.selections += 1
                 record.rows.append(mask.numel())
+                # a copy, as boolean indexing gives: ``out[mask] += v`` adds to it, then writes it back
                 rows = x.reshape(mask.numel(), *x.shape[mask.dim():])
-                return rows[(slice(None), *rest)] if rest else rows
+                return (rows[(slice(None), *rest)] if rest else rows).clone()
 
             def _setitem(self, func, x, key, value):
                 keys = _key_tuple(key)
