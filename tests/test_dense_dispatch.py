@@ -93,15 +93,53 @@ def test_moe_dispatch_matches_pytorch(dispatch):
     test_numerics.compare_step(model, inputs, targets, "cross_entropy", opt, ts=ts)
 
 
-def test_dense_eager_equals_sparse():
+@pytest.mark.parametrize("dispatch, selections", [("where_index_add", 4), ("loop_over_hit", 5)])
+def test_dense_eager_equals_sparse(dispatch, selections):
     """The mode itself, eagerly: same output, every selection dense, every write-back masked."""
-    model, (x,), _ = _made("where_index_add")
+    model, (x,), _ = _made(dispatch)
     with torch.no_grad():
         ref = model(x)
         with dense_dispatch() as record:
             dense = model(x)
-    assert record.selections == 4 and record.sinks == 4 and record.rows == [24] * 4
+    # top-2 of 4 experts: idx == e (or Mixtral's one-hot expert mask) is true at most once per token, so
+    # one row per token (12), not per (token, slot); the loop's own nonzero() has a row per expert (4)
+    assert record.selections == selections and record.sinks == 4
+    assert record.rows == [12] * 4 if dispatch == "where_index_add" else record.rows == [4] + [12] * 4
     torch.testing.assert_close(dense, ref)
+
+
+def test_mask_true_twice_per_row_keeps_every_slot():
+    """A mask that may be true twice along a dim (not a top-k's) keeps one row per entry."""
+    pick = torch.tensor([[True, True], [False, True], [False, False]])
+    x = torch.arange(6.0).reshape(3, 2)
+    want = torch.zeros(3).index_add(0, torch.where(pick)[0], x[torch.where(pick)])
+    with dense_dispatch() as record:
+        tok, slot = torch.where(pick)
+        got = torch.zeros(3).index_add(0, tok, x[tok, slot])
+    assert record.rows == [6]
+    torch.testing.assert_close(got, want)
+
+
+def test_single_hot_follows_top_k_through_one_hot_and_permute():
+    from roam_tvm.frontend.single_hot import SingleHot
+
+    single = SingleHot()
+    x = torch.randn(5, 4)
+    idx = torch.topk(x, 2, dim=-1).indices
+    single.observe(torch.topk, (x, 2), {"dim": -1}, (None, idx))
+    hot = torch.nn.functional.one_hot(idx, 4)                       # [5, 2, 4]
+    single.observe(torch.nn.functional.one_hot, (idx, 4), {}, hot)
+    assert single.dims(hot) == {1, 2}
+    perm = hot.permute(2, 1, 0)                                     # [4, 2, 5]
+    single.observe(torch.Tensor.permute, (hot, 2, 1, 0), {}, perm)
+    assert single.dims(perm) == {1, 0}
+    row = perm[3]                                                   # [2, 5]
+    single.observe(torch.Tensor.__getitem__, (perm, 3), {}, row)
+    assert single.dims(row) == {0}
+    eq = idx == 1
+    single.observe(torch.Tensor.__eq__, (idx, 1), {}, eq)
+    assert single.dims(eq) == {1}
+    assert single.dims(x + 1) == frozenset()
 
 
 def test_unselected_rows_cannot_leak_nan():

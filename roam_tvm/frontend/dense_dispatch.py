@@ -33,7 +33,10 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+import numpy as np
+
 from .errors import UnsupportedError
+from .single_hot import SingleHot
 
 _WAY_OUT = ("Way out: run every expert on all tokens and weight each output by its routing weight (0 where "
             "not routed), or pad each group to a fixed capacity.")
@@ -127,6 +130,7 @@ class _Coords:
     valid: object  # torch.Tensor, bool [rows]
     shape: tuple    # of the mask the coordinates index
     dim: int | None  # the mask dim of a [rows] coordinate tensor; None: one [rows, ndim] tensor (nonzero)
+    folded: int | None = None  # the mask dim folded into its argmax (true at most once along it), if any
 
     @property
     def rows(self) -> int:
@@ -180,6 +184,7 @@ class _DenseMode:
             def __init__(self):
                 super().__init__()
                 self.coords = {}  # id -> (weakref, _Coords)
+                self.single = SingleHot()  # masks true at most once along a dim (top-k routing)
 
             # -- coordinates -------------------------------------------------------------
             def _mark(self, t, c: _Coords):
@@ -192,25 +197,33 @@ class _DenseMode:
 
             def _dense_coords(self, cond, as_tuple: bool):
                 shape = tuple(cond.shape)
-                rows = cond.numel()
+                single = [d for d in self.single.dims(cond) if shape[d] > 1] if cond.dim() > 1 else []
+                folded = max(single, key=lambda d: shape[d]) if single else None
+                # true at most once along ``folded``: one row per position of the other dims, at its argmax
+                rest = tuple(n for d, n in enumerate(shape) if d != folded)
+                rows = int(np.prod(rest)) if rest else 1
                 coords = []
-                for d, size in enumerate(shape):  # nonzero's row-major order over every entry
-                    axis = [1] * len(shape)
-                    axis[d] = size
-                    coords.append(torch.arange(size, device=cond.device).reshape(axis).expand(shape).reshape(-1))
-                valid = cond.reshape(-1) if cond.dtype == torch.bool else cond.reshape(-1) != 0
+                for d, size in enumerate(shape):  # nonzero's row-major order over every (other) entry
+                    if d == folded:
+                        coords.append(cond.to(torch.int32).argmax(d).reshape(-1).to(torch.int64))
+                        continue
+                    axis = [1] * len(rest)
+                    axis[d - (folded is not None and d > folded)] = size
+                    coords.append(torch.arange(size, device=cond.device).reshape(axis).expand(rest).reshape(-1))
+                nonzero = cond if cond.dtype == torch.bool else cond != 0
+                valid = (nonzero.any(folded) if folded is not None else nonzero).reshape(-1)
                 record.selections += 1
                 record.rows.append(rows)
                 if as_tuple:
-                    return tuple(self._mark(x, _Coords(valid, shape, d)) for d, x in enumerate(coords))
-                return self._mark(torch.stack(coords, 1), _Coords(valid, shape, None))
+                    return tuple(self._mark(x, _Coords(valid, shape, d, folded)) for d, x in enumerate(coords))
+                return self._mark(torch.stack(coords, 1), _Coords(valid, shape, None, folded))
 
             @staticmethod
             def _candidates(coords, c: _Coords):
                 """``for e in mask.nonzero():`` runs the loop over every candidate, as constants (each body's
                 own selections are then empty where ``e`` was not selected)."""
-                import numpy as np
-
+                if c.folded is not None:
+                    raise UnsupportedError("a loop over the coordinates of a top-k mask is not traced. " + _WAY_OUT)
                 cols = np.unravel_index(np.arange(c.rows), c.shape)
                 if c.dim is None and tuple(coords.shape) == (c.rows, len(c.shape)):
                     return tuple(torch.tensor([int(v) for v in r], dtype=coords.dtype) for r in zip(*cols))
@@ -270,7 +283,9 @@ class _DenseMode:
                 flat += [t for a in flat if isinstance(a, (tuple, list)) for t in a]
                 marked = [a for a in flat if self._of(a) is not None]
                 if not marked:
-                    return func(*args, **kwargs)
+                    out = func(*args, **kwargs)
+                    self.single.observe(func, args, kwargs, out)
+                    return out
                 name = getattr(func, "__name__", str(func))
                 if func in index_adds:
                     return self._index_add(func, args, kwargs)
@@ -302,7 +317,9 @@ class _DenseMode:
                 masks = [k for k in keys if isinstance(k, torch.Tensor) and k.dtype == torch.bool]
                 if masks:
                     return self._bool_rows(func, x, keys, masks[0])
-                return func(x, key)
+                out = func(x, key)
+                self.single.observe(func, (x, key), {}, out)
+                return out
 
             def _bool_rows(self, func, x, keys, mask):
                 """``x[mask, rest...]`` with the mask over leading dims: every row of ``x``, then ``rest``."""
