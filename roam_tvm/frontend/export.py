@@ -16,6 +16,7 @@ from .hf_rope import settle_dynamic_rope, static_rope_updates
 from .loss_input import apply_loss, first_output  # noqa: F401 - first_output: callers import it here
 from .noop_casts import noop_module_casts
 from .packed_sequence import traceable_packed_sequences
+from .custom_functions import check_backwards, record_functions
 from .dense_dispatch import dense_dispatch, warn_dense
 from .traceable_ops import traceable_functionals
 
@@ -123,11 +124,12 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
         with warnings.catch_warnings(), exportable_experts(model), noop_module_casts(), \
                 mask_hint_from_caller(), traceable_functionals(), traceable_packed_sequences(), \
                 static_rope_updates(model), default_encoder_masks(model), complex_as_pairs(model), \
-                count_checkpoints() as ckpts, dense_dispatch() as dense:
+                count_checkpoints() as ckpts, dense_dispatch() as dense, record_functions() as functions:
             warnings.simplefilter("ignore")
             ep = torch.export.export(wrapped, example_inputs + targets, strict=False,
                                      dynamic_shapes=ds)
         dense.check(wrapped, example_inputs + targets, type(model).__name__)
+        check_backwards(wrapped, example_inputs + targets, model, functions)
     except FrontendError:
         raise
     except Exception as e:  # noqa: BLE001 - report any tracing failure cleanly
