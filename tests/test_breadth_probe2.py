@@ -365,3 +365,22 @@ def test_dropout_is_said_and_random_draws_are_refused():
         from_torch(DropsOut(False), (x,), (y,), quiet=True)
     with pytest.raises(UnsupportedError, match=r"draws random numbers .*aten.rand.*drop_path_rate=0.0"):
         from_torch(DropsOut(True), (x,), (y,), quiet=True)
+
+
+class AttentionDropout(torch.nn.Module):
+    """Only SDPA's own ``dropout_p`` (no nn.Dropout): TVM imports the attention without it."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(8, 24)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(2, 5, 3, 2, 4).permute(2, 0, 3, 1, 4)
+        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=0.2 if self.training else 0.0)
+        return a.mean((1, 2))
+
+
+def test_attention_dropout_is_said():
+    x, y = torch.randn(2, 5, 8), torch.tensor([0, 3])
+    with pytest.warns(RuntimeWarning, match=r"1 dropout op\(s\) \(p=\[0.2\]\) are imported as the identity"):
+        from_torch(AttentionDropout(), (x,), (y,), quiet=True)

@@ -1,7 +1,7 @@
 """Random draws in a training forward: said out loud, before TVM's importer sees them.
 
 TVM 0.27's PyTorch importer turns ``dropout`` / ``native_dropout`` / ``bernoulli`` into the
-identity without a word, so a model trained with dropout (Hugging Face configs default to
+identity without a word (and ``scaled_dot_product_attention``'s ``dropout_p`` into none), so a model trained with dropout (Hugging Face configs default to
 ``p=0.1``) gets a step without it: other numerics, and no masks kept for the backward, which
 PyTorch keeps. :func:`check_random_ops` warns about that, and refuses the random draws the
 importer cannot take (``torch.rand`` for stochastic depth / drop-path, ``rand_like``, in-place
@@ -38,6 +38,14 @@ def _dropout_p(node) -> float:
     return float(p) if train is not False and isinstance(p, (int, float)) else 0.0
 
 
+_ATTENTION = {"scaled_dot_product_attention.default"}  # dropout_p: its attention dropout, imported as none
+
+
+def _attention_p(node) -> float:
+    p = node.args[4] if len(node.args) > 4 else node.kwargs.get("dropout_p", 0.0)
+    return float(p) if isinstance(p, (int, float)) else 0.0
+
+
 def _where(node) -> str:
     """The model's own source line that made ``node`` (torch.export's stack trace), or ''."""
     trace = (node.meta.get("stack_trace") or "").strip().splitlines()
@@ -65,6 +73,8 @@ def check_random_ops(ep) -> None:
         name = _op(node)
         if name in _DROPOUT and (name == "bernoulli.p" or _dropout_p(node) > 0):
             drops.append(node)
+        elif name in _ATTENTION and _attention_p(node) > 0:
+            drops.append(node)
         elif name in _UNSUPPORTED:
             draws.append(node)
     if draws:
@@ -76,7 +86,8 @@ def check_random_ops(ep) -> None:
             "Face: drop_path_rate=0.0; timm: drop_path_rate=0.0; your code: skip the draw when "
             "its probability is 0), or run that module in eval mode.")
     if drops:
-        ps = sorted({round(_dropout_p(n), 4) for n in drops if _op(n) != "bernoulli.p"})
+        ps = sorted({round(_attention_p(n) if _op(n) in _ATTENTION else _dropout_p(n), 4)
+                     for n in drops if _op(n) != "bernoulli.p"})
         warnings.warn(
             f"{len(drops)} dropout op(s) (p={ps or '?'}) are imported as the identity (TVM 0.27 "
             "has no random masks): the step is planned and runs WITHOUT dropout, and keeps no "
