@@ -50,7 +50,8 @@ def _where(node) -> str:
     """The model's own source line that made ``node`` (torch.export's stack trace), or ''."""
     trace = (node.meta.get("stack_trace") or "").strip().splitlines()
     files = [ln.strip() for ln in trace if ln.strip().startswith("File ")]
-    return f" ({files[-1]})" if files else ""
+    own = [f for f in files if "/torch/" not in f and "/roam_tvm/" not in f]  # the model's, not nn.Linear's
+    return f" ({(own or files)[-1]})" if files else ""
 
 
 def check_random_ops(ep) -> None:

@@ -19,6 +19,7 @@ from .llvm_fixes import fix_bindings
 from .losses import make_loss_fn
 from .optim import SGD, Optimizer, as_optimizer
 from .progress import Progress
+from .operand_dtypes import check_operand_dtypes
 from .random_ops import check_random_ops
 from .relax_import import import_exported
 from .step import build_train_step
@@ -107,6 +108,7 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy",
     ep = export_with_loss(model, example_inputs, targets, loss_fn, precision=precision,
                           loss_scale=scale, dynamic_shapes=dynamic_shapes)
     check_random_ops(ep)
+    check_operand_dtypes(ep)
     check_static_sizes(ep)  # before TVM's importer, which fails on them with another message
     names = exported_names(ep, model)
     progress("from_exported_program")
