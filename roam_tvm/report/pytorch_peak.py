@@ -40,6 +40,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 MIB = 1 << 20
+#: A step that fake tensors cannot run is recorded on real CPU tensors when its parameters take at most this.
+REAL_VALUES_MAX_PARAM_BYTES = 64 * MIB
 
 __all__ = ["pytorch_peak", "simulate_eager_step", "measure_cuda_step", "meta_copy"]
 
@@ -191,15 +193,20 @@ def simulate_eager_step(spec, foreach: bool = False) -> Dict[str, Any]:
 
     A step whose sizes depend on the values (``torch.where(mask)``, ``nonzero``, boolean-mask indexing: a
     MoE's token dispatch) cannot run on fake tensors; with real weights it is then recorded on real CPU
-    tensors with the example data (the same order and counting; ``detail["values"]`` says so).
+    tensors with the example data (the same order and counting; ``detail["values"]`` says so). So is any
+    other step fake tensors fail on whose parameters take at most ``REAL_VALUES_MAX_PARAM_BYTES``.
     """
     from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 
     try:
         return _simulate(spec, foreach, real_values=False)
-    except (DynamicOutputShapeException, DataDependentOutputException):
-        if getattr(spec, "meta", False) or any(p.is_meta for p in spec.model.parameters()):
+    except Exception as err:  # noqa: BLE001 - retried on real tensors where that is cheap, else re-raised
+        params = list(spec.model.parameters())
+        small = sum(p.numel() * p.element_size() for p in params) <= REAL_VALUES_MAX_PARAM_BYTES
+        data_sized = isinstance(err, (DynamicOutputShapeException, DataDependentOutputException))
+        if getattr(spec, "meta", False) or any(p.is_meta for p in params) or not (data_sized or small):
             raise
+        # e.g. a forward patched with a closure over the model's own CPU tensors, which the meta copy misses
         return _simulate(spec, foreach, real_values=True)
 
 
