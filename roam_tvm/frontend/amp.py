@@ -63,9 +63,12 @@ def check_precision(precision, loss_scale, params) -> float:
 
 
 def autocast(wrapped, precision, loss_scale: float):
-    """``wrapped`` (model + loss) run under ``torch.autocast(cpu, dtype)``, its loss times
-    ``loss_scale``. The model keeps its name, so parameter names do not change."""
+    """``wrapped`` (model + loss) run under ``torch.autocast(cpu, dtype)``, with recurrent layers in
+    ``dtype`` too (:mod:`.amp_rnn`), its loss times ``loss_scale``. The model keeps its name, so
+    parameter names do not change."""
     import torch
+
+    from .amp_rnn import rnns_in
 
     dtype = getattr(torch, AMP[precision])
 
@@ -75,7 +78,7 @@ def autocast(wrapped, precision, loss_scale: float):
             self.model = wrapped.model
 
         def forward(self, *args):
-            with torch.autocast("cpu", dtype=dtype):
+            with torch.autocast("cpu", dtype=dtype), rnns_in(dtype):  # RNNs as CUDA autocast runs them
                 loss = wrapped.forward(*args)
             loss = loss.float()
             return loss * loss_scale if loss_scale != 1.0 else loss
