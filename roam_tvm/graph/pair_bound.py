@@ -3,7 +3,12 @@
 ``cut`` (:mod:`roam_tvm.graph.bounds`) lets each op choose its own best set of ops to run before
 it, so two ops can each ask to run after the other. :func:`pair_cut_bound` takes the ops with the
 largest cuts (:func:`largest_cuts`, which solves the cuts a pruned profile only bounds) and, per
-unrelated pair, the better of the two orders between them.
+unrelated pair, the better of the two orders between them. Each of those ops is also paired
+with its *partners* (:func:`prefix_partners`): the ops its own min cut runs before it without
+having to, whatever their cut. An op's best prefix can pull in a weight-gradient matmul that
+frees a saved activation, while that matmul, run there, holds its weight-sized output next to
+every activation still saved (a GELU MLP: the matmul's own cut is small, so it is never among
+the largest).
 """
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ import numpy as np
 from .bounds import CutProfile, _cut_data, _CutData, forced_cut
 from .model import Graph
 
-__all__ = ["largest_cuts", "pair_cut_bound"]
+__all__ = ["largest_cuts", "prefix_partners", "pair_cut_bound"]
 
 
 def largest_cuts(g: Graph, profile: CutProfile, top: int, data: _CutData | None = None,
@@ -45,8 +50,25 @@ def largest_cuts(g: Graph, profile: CutProfile, top: int, data: _CutData | None 
     return out
 
 
+def prefix_partners(g: Graph, j: int, limit: int, data: _CutData | None = None) -> list[int]:
+    """The ops the min cut at ``j`` runs before ``j`` that are not its ancestors, the
+    ``limit`` that allocate the most bytes first.
+
+    Those are the ops ``cut_j`` chose to run early; where running one of them early costs
+    more than ``cut_j`` at that op itself, no order has both, and the pair ``(j, k)`` shows it.
+    """
+    data = _cut_data(g) if data is None else data
+    prefix: list[int] = []
+    data.cut_at(j, prefix)
+    anc = set(data.relatives([j])[0][j].tolist())
+    alloc = set(g.allocated)
+    made = {k: sum(g.tensors[t].size for t in g.ops[k].outputs if t in alloc)
+            for k in set(prefix) - anc}
+    return sorted(made, key=lambda k: (-made[k], k))[:limit]
+
+
 def pair_cut_bound(g: Graph, profile: CutProfile, top: int = 8,
-                   time_limit: float | None = None) -> int:
+                   time_limit: float | None = None, partners: int = 8) -> int:
     """A lower bound at least ``profile.bound``, from pairs of ops with the largest cuts.
 
     ``cut_j`` lets each op choose its own best set of predecessors, so two ops
@@ -69,6 +91,9 @@ def pair_cut_bound(g: Graph, profile: CutProfile, top: int = 8,
         Ops paired (``top * (top - 1) / 2`` pairs, four min cuts each).
     time_limit : float, optional
         Seconds; pairs not reached are skipped (the result stays valid).
+    partners : int
+        Each of the ``top`` ops is also paired with up to this many of its
+        :func:`prefix_partners` (0: none).
 
     Returns
     -------
@@ -80,18 +105,22 @@ def pair_cut_bound(g: Graph, profile: CutProfile, top: int = 8,
     data = _cut_data(g)
     deadline = None if time_limit is None else t0 + 0.5 * time_limit
     ops = largest_cuts(g, profile, top, data, deadline)
-    if len(ops) < 2:
+    if not ops:
         return best
-    anc, desc = data.relatives(ops)
-    for i, a in enumerate(ops):
-        for b in ops[i + 1:]:
-            if time_limit is not None and time.perf_counter() - t0 > time_limit:
-                return best
-            if np.isin(b, desc[a]) or np.isin(a, desc[b]):
-                continue  # comparable: the plain cuts already bound both
-            a_first = max(forced_cut(g, a, after=[desc[b]]), forced_cut(g, b, before=[anc[a]]))
-            if a_first <= best:
-                continue
-            b_first = max(forced_cut(g, b, after=[desc[a]]), forced_cut(g, a, before=[anc[b]]))
-            best = max(best, min(a_first, b_first))
+    pairs = [(a, b) for i, a in enumerate(ops) for b in ops[i + 1:]]
+    for a in ops if partners > 0 else ():
+        if deadline is not None and time.perf_counter() > deadline:
+            break  # one min cut per op: the pairs already listed still fit the time left
+        pairs += [(a, k) for k in prefix_partners(g, a, partners, data) if k not in ops]
+    anc, desc = data.relatives(sorted({x for p in pairs for x in p}))
+    for a, b in pairs:
+        if time_limit is not None and time.perf_counter() - t0 > time_limit:
+            return best
+        if np.isin(b, desc[a]) or np.isin(a, desc[b]):
+            continue  # comparable: the plain cuts already bound both
+        a_first = max(forced_cut(g, a, after=[desc[b]]), forced_cut(g, b, before=[anc[a]]))
+        if a_first <= best:
+            continue
+        b_first = max(forced_cut(g, b, after=[desc[a]]), forced_cut(g, a, before=[anc[b]]))
+        best = max(best, min(a_first, b_first))
     return best
