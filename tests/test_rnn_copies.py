@@ -241,3 +241,20 @@ def test_lstm_keeps_no_more_than_pytorch(monkeypatch):
     assert torch_peak < whole, (torch_peak, whole)
     # measured: 316,676 B with all three, PyTorch 383,312; without the direct last-step read
     # 353,560, without the backward re-slice 333,060, without the per-step projection 447,748
+
+
+def test_last_step_read_directly_bidirectional():
+    """A bidirectional RNN's ``out[:, -1]`` reads ``concat([fwd, bwd], -1)`` of two time stacks:
+    after the rewrite no take is left, both directions' stacks are dead, and so is every step of
+    the backward direction but the one that reads the last input (it runs first)."""
+    from roam_tvm.frontend.rnn_last_step import read_steps_directly
+
+    before = _forward("lstm1_bi")
+    after = _dce(read_steps_directly(before))
+    assert _calls(before, "relax.take")
+    assert not _calls(after, "relax.take")
+    stacked = (TINY["STEPS"], TINY["BATCH"], TINY["HIDDEN"])
+    assert _shapes(before).count(stacked) >= 2
+    assert stacked not in _shapes(after)
+    # the backward direction's later steps (their cells' sigmoids) are gone
+    assert len(_calls(after, "relax.sigmoid")) < len(_calls(before, "relax.sigmoid"))

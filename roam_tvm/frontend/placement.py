@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from tvm import relax
 
 from .block_updates import block_kernel
+from .zero_fills import is_zero_fill
 from .optim import Optimizer, bn_stats_kernel, copy_kernel, counter_kernel, optimizer_kernel
 from .relax_shapes import shape_tuple
 from .relax_walk import VIEW_OPS, free_vars, ident, op_name
@@ -142,6 +143,15 @@ class UpdateEmitter:
         p, g, n = self.pvars[k], self.grads[k], self.param_names[k]
         dt, nd = str(p.ty.dtype), p.ty.ndim
         gv = self._kernel(("opt", nd, dt), lambda: optimizer_kernel(self.optimizer, nd, dt))
+        value = self.bb.lookup_binding(g) if isinstance(g, relax.Var) else g
+        pshape = shape_tuple(p)
+        if value is not None and is_zero_fill(value) and pshape is not None:
+            # a gradient that is all zeros (a weight no step reaches): FuseOps fuses the fill into the
+            # update, and FuseTIR refuses a shape-generic kernel fed by a static producer (block_updates)
+            pshape = tuple(pshape)
+            gv = self._kernel(("opt-rows", dt, 0, pshape, pshape),
+                              lambda: block_kernel(self.optimizer, dt, 0, pshape, pshape))
+            g = relax.op.zeros(relax.ShapeExpr(list(pshape)), dt)  # in the parameter's dtype (a fill may be fp32)
         if not isinstance(g, relax.Var):
             g = self.bb.emit(g)
         sts = self.signature.opt_states[n]

@@ -48,23 +48,47 @@ def _step_of(value, defs) -> relax.Expr | None:
     if op_name(src) == "relax.permute_dims" and src.attrs.axes is not None:
         perm = [int(a) for a in src.attrs.axes]
         data, src = src.args[0], defs.get(src.args[0])
-    if op_name(src) != "relax.concat" or src.attrs.axis is None:
-        return None
     c = perm[axis]
-    if int(src.attrs.axis) % len(perm) != c:
+    found = _step_part(src, c, i, defs)
+    if found is None:
         return None
-    parts = src.args[0]
-    parts = defs.get(parts, parts) if isinstance(parts, relax.Var) else parts
-    if not isinstance(parts, relax.Tuple) or len(parts.fields) != shape[axis]:
-        return None
-    part = parts.fields[i]
-    pshape = shape_tuple(part)
+    part, pshape = found
     if pshape is None or len(pshape) != len(perm) or pshape[c] != 1:
         return None
     kept = [d for d in pshape[:c] + pshape[c + 1:]]
     rest = [p - (p > c) for p in perm if p != c]  # the permute on the dims left
+    stack = shape_tuple(data)
+    if stack is None or list(stack[:c]) + list(stack[c + 1:]) != kept:  # the take's shape, unpermuted
+        return None
     out = R.reshape(part, kept)
     return out if rest == sorted(rest) else R.permute_dims(out, rest)
+
+
+def _step_part(src, c: int, i: int, defs, depth: int = 0) -> tuple[relax.Expr, tuple] | None:
+    """Step ``i`` (axis ``c`` kept, of size 1) of ``concat(parts, axis=c)``; or, through a concat
+    along another axis of such stacks (a bidirectional RNN's ``concat([fwd, bwd], -1)``), the
+    concat of each stack's step ``i`` along that axis. With the step's shape (the concat is
+    not normalized: it is emitted by the rewrite)."""
+    if op_name(src) != "relax.concat" or src.attrs.axis is None or depth > 2:
+        return None
+    parts = src.args[0]
+    parts = defs.get(parts, parts) if isinstance(parts, relax.Var) else parts
+    if not isinstance(parts, relax.Tuple) or not parts.fields:
+        return None
+    shape = shape_tuple(parts.fields[0])
+    if shape is None:
+        return None
+    ax = int(src.attrs.axis) % len(shape)
+    if ax == c:
+        if i >= len(parts.fields) or any((shape_tuple(p) or (0,) * len(shape))[c] != 1 for p in parts.fields):
+            return None
+        return parts.fields[i], shape
+    steps = [_step_part(defs.get(p), c, i, defs, depth + 1) if isinstance(p, relax.Var) else None
+             for p in parts.fields]
+    if any(s is None for s in steps):
+        return None
+    width = sum(sh[ax] for _, sh in steps)
+    return R.concat([e for e, _ in steps], axis=ax), steps[0][1][:ax] + (width,) + steps[0][1][ax + 1:]
 
 
 @relax.expr_functor.mutator
@@ -98,6 +122,6 @@ def read_steps_directly(fwd: relax.Function) -> relax.Function:
     plan = {}
     for b in binds:
         step = _step_of(b.value, defs)
-        if step is not None and shape_tuple(b.var) == shape_tuple(relax.BlockBuilder().normalize(step)):
+        if step is not None:  # same shape as the take: checked against the stack in _step_of
             plan[b.var] = step
     return _DirectSteps(plan).visit_expr(fwd) if plan else fwd
