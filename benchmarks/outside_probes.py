@@ -94,7 +94,9 @@ VARIANTS = {"t5_small_bf16amp": ("t5_small", ["--precision", "bf16-amp"]),
             "mamba_bf16amp": ("mamba", ["--precision", "bf16-amp"]),
             "clip_fp16amp": ("clip", ["--precision", "fp16-amp"]),
             "deberta_v2_bf16amp": ("deberta_v2", ["--precision", "bf16-amp"]),
-            "gcn_bf16amp": ("gcn", ["--precision", "bf16-amp"])}
+            "gcn_bf16amp": ("gcn", ["--precision", "bf16-amp"]),
+            "lstm_lm_bf16amp": ("lstm_lm", ["--precision", "bf16-amp"]),
+            "gru_bi2_fp16amp": ("gru_bi2", ["--precision", "fp16-amp"])}
 CUT_SLACK = 1.02  # the bar: roam within 2% of the cut lower bound
 
 
