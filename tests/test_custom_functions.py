@@ -101,3 +101,26 @@ def test_pytorch_functions_are_not_recorded():
         checkpoint(lin, torch.randn(2, 4, requires_grad=True), use_reentrant=True).sum().backward()
         Swish.apply(torch.randn(3))
     assert found == [Swish]
+
+
+class _TrainOnlySTE(nn.Module):
+    """The estimator applied only in training, after dropout and BatchNorm (checked as traced: training)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.bn, self.b = nn.Linear(10, 16), nn.BatchNorm1d(16), nn.Linear(16, 4)
+        self.drop = nn.Dropout(0.2)
+
+    def forward(self, x):
+        h = self.drop(self.bn(self.a(x)) * 3)
+        return self.b(ClampSTE.apply(h) if self.training else h.clamp(-1, 1))
+
+
+def test_training_only_function_is_checked_and_buffers_restored():
+    torch.manual_seed(0)
+    model = _TrainOnlySTE()
+    before = model.bn.running_mean.clone()
+    with pytest.raises(UnsupportedError, match="Function ClampSTE"):
+        from_torch(model, (torch.randn(6, 10),), (torch.randint(0, 4, (6,)),), optimizer=SGD(lr=1.0),
+                   quiet=True)
+    assert torch.equal(model.bn.running_mean, before)

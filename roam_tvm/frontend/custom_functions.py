@@ -123,7 +123,8 @@ def check_backwards(fn: Callable, args: tuple, model, classes: list) -> None:
     args : tuple
         Example inputs, then targets.
     model : torch.nn.Module
-        The user's model (its parameters' gradients are compared; its training flag is restored).
+        The user's model, in training mode (its parameters' gradients are compared; its buffers are
+        restored).
     classes : list
         The Functions :func:`record_functions` found.
 
@@ -132,19 +133,24 @@ def check_backwards(fn: Callable, args: tuple, model, classes: list) -> None:
     UnsupportedError
         Some parameter's gradient differs (names the Functions and the way out).
     """
+    import torch
+
     if not classes:
         return
     params = [p for p in model.parameters() if p.requires_grad]
     if not params or any(p.is_meta for p in params):
         return  # nothing to compare (a meta model has no values)
-    was_training = model.training
-    model.eval()  # no dropout: both runs see the same forward
+    # in training mode, as traced (a Function may run only then); both runs draw the same dropout masks
+    # (same seed, same draws), and the buffers they update (BatchNorm statistics) are put back
+    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
     try:
         written = _gradients(fn, args, params)
         with _inlined(classes):
             inlined = _gradients(fn, args, params)
     finally:
-        model.train(was_training)
+        with torch.no_grad():
+            for name, b in model.named_buffers():
+                b.copy_(buffers[name])
     tol = 1e-4 if all(p.element_size() >= 4 for p in params) else 2e-2
     worst = max(_difference(a, b) for a, b in zip(written, inlined))
     if worst > tol:
