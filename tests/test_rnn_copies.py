@@ -258,3 +258,36 @@ def test_last_step_read_directly_bidirectional():
     assert stacked not in _shapes(after)
     # the backward direction's later steps (their cells' sigmoids) are gone
     assert len(_calls(after, "relax.sigmoid")) < len(_calls(before, "relax.sigmoid"))
+
+
+def _gru2_bi():
+    """A 2-layer bidirectional nn.GRU read at its last step (layer 2's two directions read one
+    flattened view of layer 1's output); 5 steps, so that ``T*B`` differs from ``2H``."""
+    return _probes(**{**TINY, "STEPS": 5})._last("GRU", layers=2, bidirectional=True)
+
+
+def test_projection_per_step_through_shared_view():
+    """Layer 2 of a bidirectional GRU: both directions project ``view(S, (T*B, F))``, one view
+    read twice. Before: two whole ``(T*B, 3H)`` projections (and a flip for the reverse one);
+    after: none, each direction's cells project their own step."""
+    from roam_tvm.frontend.export import export_with_loss
+    from roam_tvm.frontend.losses import make_loss_fn
+    from roam_tvm.frontend.relax_import import import_exported
+    from roam_tvm.frontend.rnn_step_projection import per_step_projections
+    from roam_tvm.frontend.simplify import drop_matmul_weight_broadcasts, drop_noop_broadcasts
+
+    model, ins, tgs = _gru2_bi()
+    ep = export_with_loss(model, ins, tgs, make_loss_fn("cross_entropy"))
+    before = drop_matmul_weight_broadcasts(drop_noop_broadcasts(import_exported(ep, False, "gru2_bi")))
+    after = _dce(per_step_projections(before))
+    whole = (5 * TINY["BATCH"], 3 * TINY["HIDDEN"])
+    assert _shapes(before).count(whole) >= 4  # layer 2's two matmuls and bias adds
+    assert whole not in _shapes(after)
+    assert (5, TINY["BATCH"], 3 * TINY["HIDDEN"]) not in _shapes(after)
+    assert _calls(before, "relax.flip") and not _calls(after, "relax.flip")
+
+
+def test_gru2_bi_step_matches_torch():
+    """The rewritten 2-layer bidirectional GRU's step matches PyTorch's."""
+    model, ins, tgs = _gru2_bi()
+    compare_step(model, ins, tgs, "cross_entropy", Adam(lr=1e-2))

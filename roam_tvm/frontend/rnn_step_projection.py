@@ -41,7 +41,7 @@ class _Projection:
     bias: relax.Expr | None
     bias_first: bool
     out_dtype: str
-    chain: tuple  # the vars between S and P (each read only by the next), dead once rewritten
+    chain: tuple  # the vars between S and P (each read only by the next but a shared flattening view of S)
 
 
 def _ints(tup) -> list[int] | None:
@@ -89,14 +89,17 @@ def _match_projection(var, defs, uses) -> _Projection | None:
     ws = shape_tuple(weight)
     if ws is None or len(ws) != 2 or ws[1] != ps[2]:
         return None
+    if any(uses.get(v, 0) != 1 for v in chain):  # an intermediate read elsewhere stays alive anyway
+        return None
     if reshaped:
+        # The flattened input ``view(S, (T*B, F))`` may be shared (a bidirectional layer's two
+        # directions read one view of the lower layer's output): it is a view of ``S``, so
+        # keeping it for another reader costs nothing, and it dies with its last rewritten reader.
         if not isinstance(src, relax.Var) or src not in defs or op_name(defs[src]) != "relax.reshape":
             return None
         chain.append(src)
         src = defs[src].args[0]
     if shape_tuple(src) != (ps[0], ps[1], ws[0]):
-        return None
-    if any(uses.get(v, 0) != 1 for v in chain):  # an intermediate read elsewhere stays alive anyway
         return None
     return _Projection(src, weight, bias, bias_first, str(value.attrs.out_dtype or ""), tuple(chain))
 
