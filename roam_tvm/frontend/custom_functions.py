@@ -89,26 +89,32 @@ def _inlined(classes: list) -> Iterator[None]:
 
 
 def _gradients(fn: Callable, args: tuple, params: list) -> list:
+    """The parameters' gradients of ``fn(*args)`` (float64; None where none); the user's ``.grad`` is kept."""
     import torch
 
+    kept = [p.grad for p in params]
     for p in params:
         p.grad = None
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        loss = fn(*args)
-    loss = loss if isinstance(loss, torch.Tensor) else loss[0]
-    loss.float().sum().backward()
-    grads = [None if p.grad is None else p.grad.detach().double().clone() for p in params]
-    for p in params:
-        p.grad = None
-    return grads
+    try:
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            loss = fn(*args)
+        loss = loss if isinstance(loss, torch.Tensor) else loss[0]
+        loss.float().sum().backward()
+        return [None if p.grad is None else p.grad.detach().double().clone() for p in params]
+    finally:
+        for p, g in zip(params, kept):
+            p.grad = g
 
 
 def _difference(a, b) -> float:
+    """Largest difference relative to the larger gradient; a missing gradient counts as zeros."""
     import torch
 
-    if a is None or b is None:
-        return 0.0 if a is None and b is None or (a if b is None else b).abs().max() == 0 else float("inf")
+    if a is None and b is None:
+        return 0.0
+    a = torch.zeros_like(b) if a is None else a
+    b = torch.zeros_like(a) if b is None else b
     scale = max(a.abs().max().item(), b.abs().max().item(), 1e-12)
     return float((a - b).abs().max().item() / scale) if torch.isfinite(a - b).all() else float("inf")
 
