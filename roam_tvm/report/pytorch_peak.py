@@ -337,7 +337,7 @@ def _simulate(spec, foreach: bool, real_values: bool) -> Dict[str, Any]:
         "optimizer": spec.optimizer.kind,
         "foreach": bool(foreach),
         "order": "eager: forward, whole backward, optimizer step; perfect packing"
-                 + ("; recorded on real CPU tensors (sizes depend on values)" if real_values else ""),
+                 + ("; recorded on real CPU tensors (fake tensors could not run it)" if real_values else ""),
         "values": "real (example data)" if real_values else "none (fake tensors)",
         "seconds": round(time.perf_counter() - t0, 3),
     }
