@@ -35,7 +35,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from .errors import UnsupportedError
+from .errors import UnsupportedError, model_frame
 from .single_hot import SingleHot
 
 _WAY_OUT = ("Way out: run every expert on all tokens and weight each output by its routing weight (0 where "
@@ -138,17 +138,11 @@ class _Coords:
 
 
 def _user_line() -> str:
-    """`` (File "model.py", line 12)``: the innermost frame outside torch and roam_tvm, if any."""
-    import os
+    """`` (File "model.py", line 12)``: the model's own innermost frame on the stack, if any."""
     import traceback
 
-    import torch
-
-    skip = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)), "<frozen", "contextlib")
-    for frame in reversed(traceback.extract_stack()):
-        if not any(part in frame.filename for part in skip):
-            return f' (File "{frame.filename}", line {frame.lineno})'
-    return ""
+    frame = model_frame(traceback.extract_stack())
+    return f' (File "{frame.filename}", line {frame.lineno})' if frame is not None else ""
 
 
 def _key_tuple(key) -> tuple:

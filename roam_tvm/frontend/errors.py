@@ -33,3 +33,19 @@ class MetaWeightsError(FrontendError):
 
 class UnsupportedError(FrontendError):
     """A feature (optimizer option, loss, layer setting) the frontend does not support."""
+
+
+def model_frame(frames):
+    """The innermost of ``frames`` (``traceback.FrameSummary``) in the model's own code -- not torch's,
+    not roam-tvm's, not generated (``<string>``, ``<frozen ...>``) and not ``contextlib``'s -- or None.
+
+    Errors name that line, so the user sees where in *their* code a problem starts."""
+    import contextlib
+    import os
+
+    import torch
+
+    skip = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
+    own = [f for f in frames if not f.filename.startswith(skip) and not f.filename.startswith("<")
+           and f.filename != contextlib.__file__]
+    return own[-1] if own else None

@@ -9,7 +9,7 @@ from .amp import autocast
 from .causal_mask import mask_hint_from_caller
 from .complex_pairs import complex_as_pairs
 from .checkpoint_regions import count_checkpoints, warn_checkpoints
-from .errors import FrontendError, TraceError, UnsupportedError
+from .errors import FrontendError, TraceError, UnsupportedError, model_frame
 from .hf_experts import exportable_experts
 from .hf_default_mask import default_encoder_masks
 from .hf_rope import settle_dynamic_rope, static_rope_updates
@@ -44,14 +44,9 @@ def _model_frame(e: Exception) -> str:
     import os
     import traceback
 
-    import torch
-
-    skip = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
-    frames = [f for f in traceback.extract_tb(e.__traceback__)
-              if not f.filename.startswith(skip) and not f.filename.startswith("<")]
-    if not frames:
+    f = model_frame(traceback.extract_tb(e.__traceback__))
+    if f is None:
         return ""
-    f = frames[-1]
     code = f" ({f.line.strip()[:120]})" if f.line else ""
     return f" at {os.path.basename(f.filename)}:{f.lineno} in {f.name}{code}"
 
