@@ -81,6 +81,13 @@ ROWS.update({name: "kinds_fresh3.py" for name in (
 ROWS.update({name: "kinds_fresh_nn.py" for name in ("gcn", "gat", "perceiver", "gfnet")})
 ROWS.update({name: "moe_dispatch.py" for name in (
     "mistral_src", "mistral_src_bf16", "mixtral_hf4", "bool_mask_moe", "shared_expert_moe", "switch_top1")})
+ROWS.update({name: "kinds_s16.py" for name in (
+    "arcee", "cohere2", "doge", "ernie4_5", "seed_oss", "vaultgemma", "nanochat", "ministral", "ministral3", "jais2",
+    "hunyuan_dense", "minicpm3", "dots1", "flex_olmo", "granitemoeshared", "afmoe", "solar_open", "mellum", "laguna",
+    "lfm2_moe", "hunyuan_moe", "glm4_moe_lite")})
+ROWS.update({name: "kinds_s16_nn.py" for name in (
+    "lit_llama", "hand_t5", "moe_gather_weights", "moe_dense_einsum", "lstm_learned_init", "gru_tagger_bf16",
+    "hand_swin", "densenet_frozen_block", "cnn_interpolate_seg", "vit_mha")})
 # rows that run a factory of ROWS with extra compare flags: row -> (factory, flags)
 VARIANTS = {"t5_small_bf16amp": ("t5_small", ["--precision", "bf16-amp"]),
             "t5_small_fp16amp": ("t5_small", ["--precision", "fp16-amp"]),
@@ -96,7 +103,10 @@ VARIANTS = {"t5_small_bf16amp": ("t5_small", ["--precision", "bf16-amp"]),
             "deberta_v2_bf16amp": ("deberta_v2", ["--precision", "bf16-amp"]),
             "gcn_bf16amp": ("gcn", ["--precision", "bf16-amp"]),
             "lstm_lm_bf16amp": ("lstm_lm", ["--precision", "bf16-amp"]),
-            "gru_bi2_fp16amp": ("gru_bi2", ["--precision", "fp16-amp"])}
+            "gru_bi2_fp16amp": ("gru_bi2", ["--precision", "fp16-amp"]),
+            "llama_bf16amp": ("llama", ["--precision", "bf16-amp"]),
+            "llama_fp16amp": ("llama", ["--precision", "fp16-amp"]),
+            "llama_lora_bf16amp": ("llama_lora", ["--precision", "bf16-amp"])}
 CUT_SLACK = 1.02  # the bar: roam within 2% of the cut lower bound
 
 
