@@ -225,6 +225,12 @@ def test_bad_arguments():
         SGD(lr=0.1, dampening=0.5)
 
 
+def test_torchscript_model_is_refused_before_export():
+    scripted = torch.jit.script(MLP())
+    with pytest.raises(FrontendError, match="TorchScript module .*eager torch.nn.Module"):
+        from_torch(scripted, (torch.randn(4, 8),), (torch.randint(0, 4, (4,)),))
+
+
 def test_zoo_optimizer_config_is_accepted():
     from roam_tvm.frontend.optim import as_optimizer
 

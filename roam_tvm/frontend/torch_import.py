@@ -93,6 +93,10 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy",
     example_inputs, targets = _as_tuple(example_inputs), _as_tuple(targets)
     if not isinstance(model, torch.nn.Module):
         raise FrontendError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if isinstance(model, torch.jit.ScriptModule):  # scripted or traced: torch.export cannot read it
+        raise FrontendError(
+            f"model is a TorchScript module ({type(model).__name__}), which torch.export cannot trace: "
+            "pass the eager torch.nn.Module it was made from (before torch.jit.script / torch.jit.trace)")
     params = dict(model.named_parameters())  # tied weights: one entry
     meta = any(is_meta(p) for p in params.values())
     check_trainable(params)
