@@ -11,7 +11,7 @@ from torch import nn  # noqa: E402
 
 from roam_tvm.frontend import SGD, from_torch  # noqa: E402
 from roam_tvm.frontend.custom_functions import record_functions  # noqa: E402
-from roam_tvm.frontend.errors import UnsupportedError  # noqa: E402
+from roam_tvm.frontend.errors import TraceError, UnsupportedError  # noqa: E402
 
 from test_numerics import compare_step  # noqa: E402
 
@@ -85,6 +85,27 @@ def test_straight_through_backward_is_refused():
     model, x, y = _made(ClampSTE)
     with pytest.raises(UnsupportedError, match=r"Function ClampSTE whose backward.*detach"):
         from_torch(model, x, y, optimizer=SGD(lr=1.0), quiet=True)
+
+
+class CudaOnlyBackward(torch.autograd.Function):
+    """A forward that runs anywhere and a backward that needs a CUDA kernel (raises on CPU)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.tanh(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError("my_fused_tanh_backward: CUDA kernel only")
+
+
+def test_failing_eager_backward_names_the_check_not_the_trace():
+    model, x, y = _made(CudaOnlyBackward)
+    with pytest.raises(TraceError) as e:
+        from_torch(model, x, y, optimizer=SGD(lr=1.0), quiet=True)
+    msg = str(e.value)
+    assert "the model traced, but checking the backward of its autograd.Function(s) CudaOnlyBackward" in msg
+    assert "CUDA kernel only" in msg and "could not trace" not in msg
 
 
 @pytest.mark.parametrize("fn", [Swish, ScaledTanh])

@@ -56,3 +56,69 @@ def llama_ckpt():
     model = _user_llama()
     model.gradient_checkpointing_enable()
     return model, (_tokens(gen, BATCH, SEQ, VOCAB),), (_tokens(gen, BATCH, SEQ, VOCAB),)
+
+
+def t5_own_loss():
+    """A bare ``T5ForConditionalGeneration`` computing its own loss from ``labels=`` (decoder inputs shifted
+    inside the model), handed over with a callable that reads ``out.loss``."""
+    import transformers as tf
+
+    _quiet()
+    torch.manual_seed(0)
+    gen = _gen()
+    model = tf.T5ForConditionalGeneration(tf.T5Config(vocab_size=VOCAB, d_model=64, d_kv=16, d_ff=96, num_layers=2,
+                                                      num_heads=4, dropout_rate=0.0, decoder_start_token_id=0))
+    ins = (_tokens(gen, BATCH, SEQ, VOCAB), _tokens(gen, BATCH, SEQ - 4, VOCAB))
+    return OwnLoss(model), ins, (), lambda out: out
+
+
+def mixtral_aux_loss():
+    """``AutoModelForCausalLM.from_config`` Mixtral with ``output_router_logits=True``: its own loss adds the
+    router's load-balancing loss (one-hot of the top-2 experts)."""
+    import transformers as tf
+
+    _quiet()
+    torch.manual_seed(0)
+    gen = _gen()
+    conf = tf.MixtralConfig(vocab_size=VOCAB, num_hidden_layers=2, hidden_size=64, intermediate_size=64,
+                            num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+                            num_experts_per_tok=2, output_router_logits=True, router_aux_loss_coef=0.02,
+                            max_position_embeddings=64)
+    model = tf.AutoModelForCausalLM.from_config(conf)
+    ins = (_tokens(gen, BATCH, SEQ, VOCAB), _tokens(gen, BATCH, SEQ, VOCAB))
+    return OwnLoss(model), ins, (), lambda out: out
+
+
+class _ImageOwnLoss(nn.Module):
+    def __init__(self, hf):
+        super().__init__()
+        self.hf = hf
+
+    def forward(self, pixel_values, labels):
+        return self.hf(pixel_values=pixel_values, labels=labels).loss
+
+
+def swin_own_loss():
+    """A bare ``SwinForImageClassification`` computing its own loss from ``labels=``."""
+    import transformers as tf
+
+    _quiet()
+    torch.manual_seed(0)
+    gen = _gen()
+    conf = tf.SwinConfig(image_size=32, patch_size=2, embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=4,
+                         num_labels=5, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, drop_path_rate=0.0)
+    ins = (torch.randn(BATCH, 3, 32, 32, generator=gen), torch.randint(0, 5, (BATCH,), generator=gen))
+    return _ImageOwnLoss(tf.SwinForImageClassification(conf)), ins, (), lambda out: out
+
+
+def qwen2_auto_bf16():
+    """``AutoModelForCausalLM.from_config(..., dtype=torch.bfloat16)``: a whole-bf16 Qwen2, default settings."""
+    import transformers as tf
+
+    _quiet()
+    torch.manual_seed(0)
+    gen = _gen()
+    conf = tf.Qwen2Config(vocab_size=VOCAB, num_hidden_layers=2, hidden_size=64, intermediate_size=96,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    model = tf.AutoModelForCausalLM.from_config(conf, dtype=torch.bfloat16)
+    return model, (_tokens(gen, BATCH, SEQ, VOCAB),), (_tokens(gen, BATCH, SEQ, VOCAB),)

@@ -77,6 +77,22 @@ def _trace_error(model, e: Exception) -> TraceError:
         "attn_implementation='eager'), or pass a model that torch.export.export accepts.")
 
 
+def _eager_check(what: str, check: Callable, *args) -> None:
+    """Run one of the eager checks of what the trace cannot see; a failure of the model's own eager run
+    names the check (it is not a trace failure: the model traced)."""
+    try:
+        check(*args)
+    except FrontendError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the model's own code, run eagerly
+        first = next((ln for ln in str(e).strip().splitlines() if ln.strip()), "")
+        raise TraceError(
+            f"the model traced, but checking {what} runs it eagerly on CPU, and that run failed: "
+            f"{type(e).__name__}: {first[:300]}{_model_frame(e)}. roam-tvm cannot tell whether the traced step "
+            "trains the same model without that run. Way out: make the model run eagerly on CPU with the example "
+            "inputs (e.g. no CUDA-only kernel in a custom backward).") from None
+
+
 def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Callable, *,
                      precision: str | None = None, loss_scale: float = 1.0,
                      dynamic_shapes=None):
@@ -123,8 +139,13 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
             warnings.simplefilter("ignore")
             ep = torch.export.export(wrapped, example_inputs + targets, strict=False,
                                      dynamic_shapes=ds)
-        dense.check(wrapped, example_inputs + targets, type(model).__name__)
-        check_backwards(wrapped, example_inputs + targets, model, functions)
+        # in training mode, as traced; a failure here is the check's, not the trace's
+        args = example_inputs + targets
+        _eager_check("its value-sized selections traced dense (the model run with and without them)",
+                     dense.check, wrapped, args, type(model).__name__)
+        _eager_check(f"the backward of its autograd.Function(s) {', '.join(c.__qualname__ for c in functions)} "
+                     "(the model's gradients with those backwards and with autodiff of their forwards)",
+                     check_backwards, wrapped, args, model, functions)
     except FrontendError:
         raise
     except Exception as e:  # noqa: BLE001 - report any tracing failure cleanly
