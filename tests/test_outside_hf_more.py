@@ -33,7 +33,8 @@ SLOW = ["falcon", "phi", "phi3", "gemma", "gemma2", "stablelm", "olmo", "olmo2",
         "cohere", "gptj", "opt", "qwen2_moe", "mixtral", "llama", "llama_sdpa", "pegasus", "marian", "mt5",
         "umt5", "bert_mlm", "albert_mlm", "electra_mlm", "roberta_cls", "distilbert_cls", "vit", "deit",
         "beit", "convnextv2", "regnet", "resnet_hf", "whisper_enc"]
-USAGE = ["llama_raw", "llama_own_loss", "llama_ckpt"]  # hf_usage.py, all slow
+USAGE = ["llama_raw", "llama_own_loss", "llama_ckpt", "t5_own_loss", "mixtral_aux_loss", "swin_own_loss",
+         "qwen2_moe_aux_mask"]  # hf_usage.py, slow
 # no torch step to match: bf16 end to end (test_precision holds pure bf16 to the exact step), and
 # default dropout (imported as the identity, with a warning; torch's step drops)
 NO_NUMERICS = ["llama_bf16", "bert_cls_defaults",
@@ -47,8 +48,8 @@ def _module(path: str = PATH):
     return mod
 
 
-def _check(name, monkeypatch, path=PATH):
-    made = getattr(_module(path), name)()
+def _check(name, monkeypatch, path=PATH, made=None):
+    made = made or getattr(_module(path), name)()
     model, inputs, targets = made[:3]
     loss = made[3] if len(made) > 3 else "cross_entropy"
     opt = Adam(lr=1e-3)
@@ -76,6 +77,15 @@ def test_hf_more_tiny_slow(name, monkeypatch):
 @pytest.mark.parametrize("name", USAGE)
 def test_hf_usage_tiny_slow(name, monkeypatch):
     _check(name, monkeypatch, USAGE_PATH)
+
+
+def test_wrapped_hf_model_trains_without_its_cache(monkeypatch):
+    """An HF model inside the user's own module keeps ``config.use_cache`` on; the export turns it off in
+    every config (TVM's importer refused the concat to the empty cache) and puts it back."""
+    made = _module(USAGE_PATH).llama_wrapped_mask()
+    assert made[0].hf.config.use_cache is True
+    _check("llama_wrapped_mask", monkeypatch, USAGE_PATH, made)
+    assert made[0].hf.config.use_cache is True
 
 
 def test_lora_trains_only_the_adapters(monkeypatch):

@@ -122,3 +122,45 @@ def qwen2_auto_bf16():
                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
     model = tf.AutoModelForCausalLM.from_config(conf, dtype=torch.bfloat16)
     return model, (_tokens(gen, BATCH, SEQ, VOCAB),), (_tokens(gen, BATCH, SEQ, VOCAB),)
+
+
+class _MaskedOwnLoss(nn.Module):
+    """A user's wrapper: ``forward(ids, mask, labels)`` -> the HF model's own loss; the cache left at the
+    config's default (on)."""
+
+    def __init__(self, hf):
+        super().__init__()
+        self.hf = hf
+
+    def forward(self, input_ids, attention_mask, labels):
+        return self.hf(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+
+
+def _padded_batch(gen):
+    ids = _tokens(gen, BATCH, SEQ, VOCAB)
+    mask = torch.ones(BATCH, SEQ, dtype=torch.long)
+    mask[1, SEQ - 3:] = 0  # the second sequence is 3 tokens shorter: right padding
+    labels = ids.masked_fill(mask == 0, -100)
+    return ids, mask, labels
+
+
+def llama_wrapped_mask():
+    """A bare LLaMA inside the user's own wrapper (so its config's ``use_cache`` stays on), with a padding
+    ``attention_mask`` and ``-100`` labels on the padding."""
+    gen = _gen()
+    return _MaskedOwnLoss(_user_llama()), _padded_batch(gen), (), lambda out: out
+
+
+def qwen2_moe_aux_mask():
+    """``AutoModelForCausalLM.from_config`` Qwen2-MoE with ``output_router_logits=True`` in the user's wrapper,
+    with a padding mask: the load-balancing loss counts only unpadded tokens (scatter_add of the mask)."""
+    import transformers as tf
+
+    _quiet()
+    torch.manual_seed(0)
+    gen = _gen()
+    conf = tf.Qwen2MoeConfig(vocab_size=VOCAB, num_hidden_layers=2, hidden_size=64, intermediate_size=64,
+                             moe_intermediate_size=32, shared_expert_intermediate_size=32, num_attention_heads=4,
+                             num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, output_router_logits=True,
+                             max_position_embeddings=64)
+    return _MaskedOwnLoss(tf.AutoModelForCausalLM.from_config(conf)), _padded_batch(gen), (), lambda out: out

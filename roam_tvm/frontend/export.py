@@ -77,6 +77,16 @@ def _trace_error(model, e: Exception) -> TraceError:
         "attn_implementation='eager'), or pass a model that torch.export.export accepts.")
 
 
+def _configs_with_cache(model) -> list:
+    """The distinct Hugging Face configs (``config.use_cache`` true) of ``model`` and its submodules."""
+    found: dict[int, object] = {}
+    for module in model.modules():
+        cfg = getattr(module, "config", None)
+        if getattr(cfg, "use_cache", None) is True:
+            found.setdefault(id(cfg), cfg)
+    return list(found.values())
+
+
 def _eager_check(what: str, check: Callable, *args) -> None:
     """Run one of the eager checks of what the trace cannot see; a failure of the model's own eager run
     names the check (it is not a trace failure: the model traced)."""
@@ -124,9 +134,10 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
         wrapped = autocast(wrapped, precision, loss_scale)
     was_training = model.training
     model.train()
-    cfg = getattr(model, "config", None)
-    old_cache = getattr(cfg, "use_cache", None)
-    if old_cache:  # HF: a KV cache in a training step only adds a bogus concat
+    # HF: a KV cache in a training step only adds a bogus concat (to an empty cache, which TVM's importer
+    # refuses); off in every config, also of a model the user wrapped in a module of their own
+    cached = _configs_with_cache(model)
+    for cfg in cached:
         cfg.use_cache = False
     # one spec per input, then per target; the wrapper takes *args
     ds = (tuple(dynamic_shapes),) if dynamic_shapes is not None else None
@@ -152,8 +163,8 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
         raise _trace_error(model, e) from None
     finally:
         model.train(was_training)
-        if old_cache:
-            cfg.use_cache = old_cache
+        for cfg in cached:
+            cfg.use_cache = True
     warn_checkpoints(ckpts, type(model).__name__)  # traced as the plain forward: no recomputation
     warn_dense(dense, type(model).__name__)
     return ep
