@@ -88,6 +88,12 @@ def test_wrapped_hf_model_trains_without_its_cache(monkeypatch):
     assert made[0].hf.config.use_cache is True
 
 
+def test_gpt2_with_sdpa_and_mask_trains_as_pytorch(monkeypatch):
+    """GPT-2's Conv1D views the attention output that torch's SDPA decomposition leaves permuted; traced
+    as a reshape (view_reshapes.py) the step imports and matches PyTorch's."""
+    _check("gpt2_own_mask", monkeypatch, USAGE_PATH)
+
+
 def test_lora_trains_only_the_adapters(monkeypatch):
     """The frozen backbone is an input of the step: only the 2 x 2 adapter matrices get gradients."""
     ts = from_torch(*_module().llama_lora(), loss="cross_entropy", optimizer=Adam(lr=1e-3), quiet=True)

@@ -164,3 +164,17 @@ def qwen2_moe_aux_mask():
                              num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, output_router_logits=True,
                              max_position_embeddings=64)
     return _MaskedOwnLoss(tf.AutoModelForCausalLM.from_config(conf)), _padded_batch(gen), (), lambda out: out
+
+
+def gpt2_own_mask():
+    """A bare ``GPT2LMHeadModel`` (default SDPA attention) in the user's wrapper with a padding mask and
+    ``-100`` labels: torch's SDPA decomposition leaves the attention output permuted, which Conv1D's
+    ``x.view(-1, d)`` refused (frontend/view_reshapes.py)."""
+    import transformers as tf
+
+    _quiet()
+    torch.manual_seed(0)
+    gen = _gen()
+    model = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=64, n_layer=2, n_head=4,
+                                             resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+    return _MaskedOwnLoss(model), _padded_batch(gen), (), lambda out: out

@@ -14,6 +14,7 @@ from .ep_asserts import decompose_without_asserts
 from .errors import FrontendError, ImportError_
 from .precision import mixed_norm
 from .torch_params import is_meta
+from .view_reshapes import views_as_reshapes
 
 def _fix_out_dtype(fn):
     """Wrap a Relax op constructor whose TVM converter hard-codes ``out_dtype="float32"``.
@@ -84,6 +85,7 @@ def _import_ep(ep, meta: bool) -> tvm.IRModule:
     from tvm.relax.frontend import detach_params
     from tvm.relax.frontend.torch import from_exported_program
 
+    views_as_reshapes(ep)  # decompositions may change strides a traced view relied on
     ep, decomposed = decompose_without_asserts(ep)  # torch's run-time value checks out
     with _patched_importer(ep, meta):
         mod = from_exported_program(ep, run_ep_decomposition=not decomposed, keep_params_as_input=True,
