@@ -51,7 +51,8 @@ ROWS.update({name: "hf_more.py" for name in (
     "convnextv2", "regnet", "resnet_hf", "whisper_enc")})
 ROWS.update({name: "hf_usage.py" for name in ("llama_raw", "llama_own_loss", "llama_ckpt", "t5_own_loss",
                                                 "mixtral_aux_loss", "swin_own_loss", "qwen2_auto_bf16",
-                                                "llama_wrapped_mask", "qwen2_moe_aux_mask", "gpt2_own_mask")})
+                                                "llama_wrapped_mask", "qwen2_moe_aux_mask", "gpt2_own_mask",
+                                                "swin_default_rates")})
 ROWS.update({name: "cnns_more.py" for name in (
     "effnet", "resnext", "shufflenet", "squeezenet", "inception", "convnext", "preact_resnet", "vgg_dropout",
     "mobilenetv2", "unet", "fpn", "norms", "adaptive_pool", "unpool", "audio1d", "video3d", "pixelshuffle",

@@ -178,3 +178,26 @@ def gpt2_own_mask():
     model = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=64, n_layer=2, n_head=4,
                                              resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
     return _MaskedOwnLoss(model), _padded_batch(gen), (), lambda out: out
+
+
+def swin_default_rates():
+    """``SwinForImageClassification`` with the config's default rates (``drop_path_rate=0.1``): its
+    stochastic depth is imported as the identity with a warning (frontend/drop_path.py), as dropout is."""
+    import transformers as tf
+
+    _quiet()
+    torch.manual_seed(0)
+    gen = _gen()
+    conf = tf.SwinConfig(image_size=32, patch_size=2, embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=4,
+                         num_labels=5)
+    x = torch.randn(BATCH, 3, 32, 32, generator=gen)
+    return _Logits(tf.SwinForImageClassification(conf)), (x,), (torch.randint(0, 5, (BATCH,), generator=gen),)
+
+
+class _Logits(nn.Module):
+    def __init__(self, hf):
+        super().__init__()
+        self.hf = hf
+
+    def forward(self, pixel_values):
+        return self.hf(pixel_values=pixel_values).logits

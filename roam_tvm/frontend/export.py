@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from typing import Callable
 
@@ -18,6 +19,7 @@ from .noop_casts import noop_module_casts
 from .packed_sequence import traceable_packed_sequences
 from .custom_functions import check_backwards, record_functions
 from .dense_dispatch import dense_dispatch, warn_dense
+from .drop_path import stochastic_depth_off, warn_stochastic_depth
 from .traceable_ops import traceable_functionals
 
 
@@ -141,7 +143,10 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
         cfg.use_cache = False
     # one spec per input, then per target; the wrapper takes *args
     ds = (tuple(dynamic_shapes),) if dynamic_shapes is not None else None
+    restore = contextlib.ExitStack()
     try:
+        # drop-path modules: the identity while traced and checked, as dropout is
+        dropped_paths = restore.enter_context(stochastic_depth_off(model))
         settle_dynamic_rope(model, example_inputs)  # dynamic RoPE's update, fixed by the static shapes
         with warnings.catch_warnings(), exportable_experts(model), noop_module_casts(), \
                 mask_hint_from_caller(), traceable_functionals(), traceable_packed_sequences(), \
@@ -162,9 +167,11 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
     except Exception as e:  # noqa: BLE001 - report any tracing failure cleanly
         raise _trace_error(model, e) from None
     finally:
+        restore.close()
         model.train(was_training)
         for cfg in cached:
             cfg.use_cache = True
     warn_checkpoints(ckpts, type(model).__name__)  # traced as the plain forward: no recomputation
     warn_dense(dense, type(model).__name__)
+    warn_stochastic_depth(dropped_paths, type(model).__name__)
     return ep

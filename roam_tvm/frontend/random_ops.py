@@ -4,8 +4,8 @@ TVM 0.27's PyTorch importer turns ``dropout`` / ``native_dropout`` / ``bernoulli
 identity without a word (and ``scaled_dot_product_attention``'s ``dropout_p`` into none), so a model trained with dropout (Hugging Face configs default to
 ``p=0.1``) gets a step without it: other numerics, and no masks kept for the backward, which
 PyTorch keeps. :func:`check_random_ops` warns about that, and refuses the random draws the
-importer cannot take (``torch.rand`` for stochastic depth / drop-path, ``rand_like``, in-place
-``uniform_`` / ``normal_`` noise) with the model's line and the way out, instead of TVM's
+importer cannot take (``torch.rand`` for stochastic depth written inline, ``rand_like``, in-place
+``uniform_`` / ``normal_`` noise; drop-path *modules* are traced as the identity, drop_path.py) with the model's line and the way out, instead of TVM's
 "Unsupported function types".
 """
 
@@ -85,7 +85,9 @@ def check_random_ops(ep) -> None:
             f"{_where(first)}): stochastic depth (drop_path), noise or sampling. A planned "
             "training step has no random draws here: turn them off for the import (Hugging "
             "Face: drop_path_rate=0.0; timm: drop_path_rate=0.0; your code: skip the draw when "
-            "its probability is 0), or run that module in eval mode.")
+            "its probability is 0), or run that module in eval mode. Modules named *DropPath / "
+            "StochasticDepth that skip their draw in eval mode are imported as the identity with a "
+            "warning (drop_path.py); a draw written inline in a forward is not.")
     if drops:
         ps = sorted({round(_attention_p(n) if _op(n) in _ATTENTION else _dropout_p(n), 4)
                      for n in drops if _op(n) != "bernoulli.p"})
