@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import warnings
 
 import tvm
@@ -117,9 +118,27 @@ def import_exported(ep, meta: bool, model_name: str) -> relax.Function:
     except FrontendError:
         raise
     except Exception as e:  # noqa: BLE001
-        msg = str(e).strip().splitlines()
-        last = next((ln for ln in reversed(msg) if ln.strip()), type(e).__name__)
         raise ImportError_(
             f"TVM's PyTorch importer failed on {model_name}: {type(e).__name__}: "
-            f"{last[:400]}. If an op is unsupported, rewrite it in the model or register a "
+            f"{_reason(e)[:400]}. If an op is unsupported, rewrite it in the model or register a "
             "converter in tvm.relax.frontend.torch.") from None
+
+
+def _reason(e: Exception) -> str:
+    """The line of an import error that says what failed.
+
+    TVM's errors end with it. torch's (raised while the importer re-runs torch's decompositions) start
+    with it and go on with the node and the model's traceback, then a tlparse hint: there the first line
+    is taken, with the node and the model's innermost source line.
+    """
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    if not lines:
+        return type(e).__name__
+    node = next((ln for ln in lines if ln.startswith("While executing ")), None)
+    if node is None:
+        return next((ln for ln in reversed(lines) if "tlparse" not in ln), lines[-1])
+    name = node[len("While executing "):].split(" ")[0]
+    target = re.search(r"target=([^\]]+)\]", node)
+    files = [i for i, ln in enumerate(lines) if ln.startswith("File ")]
+    where = f"; at {lines[files[-1]]}: {lines[files[-1] + 1]}" if files and files[-1] + 1 < len(lines) else ""
+    return f"{lines[0]} (node {name}{', ' + target.group(1) if target else ''}{where})"
