@@ -472,3 +472,33 @@ def vit_mha():
     """A ViT on ``nn.MultiheadAttention`` (batch_first, need_weights=False), a cls token and learned positions."""
     torch.manual_seed(0)
     return _images(MHAViT())
+
+
+class BincountAuxMoE(nn.Module):
+    """A top-2 MoE (dense experts weighted by a scattered mask) with a Switch-style load-balancing loss that
+    counts tokens per expert with ``torch.bincount(..., minlength=experts)``, added to the logits."""
+
+    def __init__(self, d=64, hidden=48, experts=4, k=2):
+        super().__init__()
+        self.k, self.e = k, experts
+        self.emb = nn.Embedding(V, d)
+        self.router = nn.Linear(d, experts, bias=False)
+        self.w1 = nn.Parameter(torch.randn(experts, d, hidden) * d ** -0.5)
+        self.w2 = nn.Parameter(torch.randn(experts, hidden, d) * hidden ** -0.5)
+        self.head = nn.Linear(d, V)
+
+    def forward(self, idx):
+        x = self.emb(idx)
+        probs = self.router(x).softmax(-1)
+        top, sel = probs.topk(self.k, dim=-1)
+        gates = torch.zeros_like(probs).scatter(-1, sel, top)
+        y = torch.einsum("bteh,ehd,bte->btd", F.gelu(torch.einsum("btd,edh->bteh", x, self.w1)), self.w2, gates)
+        counts = torch.bincount(sel.flatten(), minlength=self.e).to(x.dtype)
+        aux = self.e * (counts / sel.numel() * probs.mean((0, 1))).sum()
+        return self.head(x + y) + 0.01 * aux
+
+
+def moe_bincount_aux():
+    """MoE whose load-balancing loss counts tokens per expert with ``torch.bincount(minlength=experts)``."""
+    torch.manual_seed(0)
+    return _lm(BincountAuxMoE())

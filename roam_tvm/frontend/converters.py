@@ -33,8 +33,8 @@
   matrices, not index constants (``interpolate.py``).
 * ``max_pool3d`` / ``avg_pool3d`` (no gradient in TVM 0.27; LocalResponseNorm uses the
   latter): two 2-D poolings (``pool3d.py``).
-* ``histc`` (no converter in TVM 0.27; the token counts of Hugging Face MoE load-balancing losses):
-  a static count over the bins (``histc.py``).
+* ``histc`` / ``bincount`` (no converter in TVM 0.27; the token counts of MoE load-balancing losses):
+  a static count over the bins (``counts.py``).
 
 """
 
@@ -52,7 +52,7 @@ from .embedding_bag import CONVERTERS as BAG_CONVERTERS
 from .eval_batch_norm import CONVERTERS as EVAL_BN_CONVERTERS
 from .float_promotion import PROMOTING_CONVERTERS
 from .full_nonfinite import convert_full, convert_full_like
-from .histc import CONVERTERS as HISTC_CONVERTERS
+from .counts import CONVERTERS as COUNT_CONVERTERS
 from .index_put import CONVERTERS as PUT_CONVERTERS
 from .interpolate import CONVERTERS as INTERPOLATE_CONVERTERS
 from .pool3d import CONVERTERS as POOL3D_CONVERTERS
@@ -152,5 +152,5 @@ CONVERTERS = {"select.int": _select, "scatter_add.default": _scatter_add,
               **EVAL_BN_CONVERTERS,
               # bicubic / antialiased / 1-D / 3-D linear resizes as constant matmuls (interpolate.py)
               **INTERPOLATE_CONVERTERS,
-              # token counts of HF MoE load-balancing losses (histc.py)
-              **HISTC_CONVERTERS}
+              # token counts of MoE load-balancing losses (counts.py)
+              **COUNT_CONVERTERS}

@@ -23,7 +23,21 @@ def _assert_targets():
     import torch
 
     aten = torch.ops.aten
-    return (aten._assert_async.default, aten._assert_async.msg)
+    # _assert_scalar: a size that depends on values (bincount's length) checked against the traced one
+    return (aten._assert_async.default, aten._assert_async.msg, aten._assert_scalar.default)
+
+
+def _erase_unused_scalars(graph, nodes) -> None:
+    """Erase the scalar nodes (sizes, comparisons) that only fed erased assertions, and theirs."""
+    import torch
+
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if node.op != "call_function" or node.users or isinstance(node.meta.get("val"), torch.Tensor):
+            continue
+        stack.extend(node.all_input_nodes)
+        graph.erase_node(node)
 
 
 def _has_sparse(ep) -> bool:
@@ -57,8 +71,10 @@ def decompose_without_asserts(ep) -> Tuple[object, bool]:
     graph = ep.graph_module.graph
     targets = _assert_targets()
     asserts = [n for n in graph.nodes if n.op == "call_function" and n.target in targets]
+    fed = [a for node in asserts for a in node.all_input_nodes]
     for node in asserts:
         graph.erase_node(node)  # returns nothing: no user to rewire
+    _erase_unused_scalars(graph, fed)
     if asserts:
         ep.graph_module.recompile()
     return ep, True

@@ -1,8 +1,9 @@
-"""``torch.histc`` (roam_tvm/frontend/histc.py): the token counts of Hugging Face MoE load-balancing losses.
+"""``torch.histc`` and ``torch.bincount`` (roam_tvm/frontend/counts.py): the token counts of MoE
+load-balancing losses.
 
-TVM 0.27's importer has no converter for it ("Unsupported function types ['histc.default']", every HF MoE
-with ``output_router_logits=True``). Each case's counts scale a different output column, so a count off by
-one changes that column's loss and gradient and the step no longer matches PyTorch's."""
+TVM 0.27's importer has no converter for either ("Unsupported function types ['histc.default']", every HF
+MoE with ``output_router_logits=True``). Each case's counts scale a different output column, so a count off
+by one changes that column's loss and gradient and the step no longer matches PyTorch's."""
 from __future__ import annotations
 
 import pytest
@@ -79,3 +80,27 @@ def test_load_balancing_loss_trains_as_pytorch():
     x = torch.randn(16, 8, generator=torch.Generator().manual_seed(2))
     y = torch.randint(0, 5, (16,), generator=torch.Generator().manual_seed(3))
     compare_step(_AuxLossMoE(), (x,), (y,), "cross_entropy", SGD(lr=0.5))
+
+
+class _BinCounted(nn.Module):
+    """``lin(x)`` with column j scaled by ``bincount(ids, weights, minlength)[j]``."""
+
+    def __init__(self, width: int, minlength: int, weighted: bool):
+        super().__init__()
+        self.minlength, self.weighted = minlength, weighted
+        self.lin = nn.Linear(3, width)
+
+    def forward(self, x, ids):
+        w = x[:, 1].abs() if self.weighted else None
+        counts = torch.bincount(ids, weights=w, minlength=self.minlength)
+        return self.lin(x) * (1.0 + counts.to(x.dtype))
+
+
+@pytest.mark.parametrize("minlength,weighted", [(6, False), (6, True), (0, False)])
+def test_bincount_matches_pytorch(minlength, weighted):
+    ids = torch.tensor([0, 3, 3, 1, 4, 4, 4, 0, 2, 1])  # max 4: length 5 without minlength
+    width = max(minlength, int(ids.max()) + 1)
+    torch.manual_seed(0)
+    model, x = _BinCounted(width, minlength, weighted), _inputs([0.0] * len(ids))
+    y = torch.randn(len(ids), width, generator=torch.Generator().manual_seed(1))
+    compare_step(model, (x, ids), (y,), "mse", SGD(lr=0.1))
