@@ -502,3 +502,53 @@ def moe_bincount_aux():
     """MoE whose load-balancing loss counts tokens per expert with ``torch.bincount(minlength=experts)``."""
     torch.manual_seed(0)
     return _lm(BincountAuxMoE())
+
+
+class GShard(nn.Module):
+    """Top-1 with capacity: position in expert by cumsum of the one-hot mask, dispatch/combine einsums."""
+    def __init__(s, d=32, h=48, E=4, cap=4):
+        super().__init__(); s.E, s.cap = E, cap
+        s.emb = nn.Embedding(V, d); s.router = nn.Linear(d, E, bias=False)
+        s.w1 = nn.Parameter(torch.randn(E, d, h) * 0.1); s.w2 = nn.Parameter(torch.randn(E, h, d) * 0.1); s.head = nn.Linear(d, V)
+    def forward(s, idx):
+        x = s.emb(idx); b, t, d = x.shape; tok = x.reshape(-1, d)
+        probs = s.router(tok).softmax(-1)
+        gate, e = probs.max(-1)
+        mask = F.one_hot(e, s.E).to(tok.dtype)                    # [S, E]
+        pos = (torch.cumsum(mask, 0) - 1) * mask                  # position in expert
+        keep = mask * (pos < s.cap).to(tok.dtype)
+        pos_oh = F.one_hot(pos.sum(-1).long(), s.cap).to(tok.dtype)   # [S, C]
+        dispatch = keep.unsqueeze(-1) * pos_oh.unsqueeze(1)       # [S, E, C]
+        combine = dispatch * gate[:, None, None]
+        xe = torch.einsum("sec,sd->ecd", dispatch, tok)
+        ye = torch.bmm(F.relu(torch.bmm(xe, s.w1)), s.w2)
+        y = torch.einsum("sec,ecd->sd", combine, ye)
+        return s.head((tok + y).view(b, t, d))
+
+def gshard_capacity():
+    """GShard-style top-1 MoE with a capacity: positions by cumsum of the one-hot mask, einsum dispatch."""
+    torch.manual_seed(0)
+    return _lm(GShard())
+
+class SortDispatch(nn.Module):
+    """Tokens sorted by expert (argsort), gathered, run per expert on fixed-size chunks via a padded layout."""
+    def __init__(s, d=32, h=48, E=4):
+        super().__init__(); s.E = E
+        s.emb = nn.Embedding(V, d); s.router = nn.Linear(d, E, bias=False)
+        s.w1 = nn.Parameter(torch.randn(E, d, h) * 0.1); s.w2 = nn.Parameter(torch.randn(E, h, d) * 0.1); s.head = nn.Linear(d, V)
+    def forward(s, idx):
+        x = s.emb(idx); b, t, d = x.shape; tok = x.reshape(-1, d)
+        probs = s.router(tok).softmax(-1)
+        gate, e = probs.max(-1)
+        order = torch.argsort(e, stable=True)
+        xs = tok[order]
+        w1 = s.w1[e[order]]; w2 = s.w2[e[order]]                 # per-token expert weights
+        ys = torch.bmm(F.relu(torch.bmm(xs[:, None], w1)), w2)[:, 0]
+        y = torch.zeros_like(tok).index_add(0, order, ys * gate[order, None])
+        return s.head((tok + y).view(b, t, d))
+
+def sort_dispatch():
+    """Top-1 MoE that sorts tokens by expert (stable argsort), gathers them and their experts' weights, and
+    adds the outputs back with index_add."""
+    torch.manual_seed(0)
+    return _lm(SortDispatch())

@@ -11,6 +11,7 @@
 * ``clamp`` of an integer tensor with one bound: only that bound (TVM fills the other with an
   infinity that cannot be cast to an integer).
 * ``topk`` with ``sorted=False``: the sorted result (a valid unsorted one).
+* ``sort.stable`` (``torch.argsort(..., stable=True)``): TVM's stable ``argsort`` and a gather.
 * ``detach``: a stop-gradient (``detach``).
 * ``full`` / ``full_like`` with an infinite fill (a causal mask): see ``full_nonfinite``.
 * ``select`` with a negative index (``out[:, -1]``): TVM emits ``take(x, -1, mode="fast")``,
@@ -133,7 +134,19 @@ def _topk(node, importer):
         R.topk(x, k=k, axis=dim, largest=largest, ret_type="both", dtype="int64"))
 
 
-CONVERTERS = {"select.int": _select, "scatter_add.default": _scatter_add,
+def _sort_stable(node, importer):
+    """``sort(x, stable=..., dim=, descending=)`` (``torch.argsort(..., stable=True)``: sort-based MoE
+    dispatch), which TVM's converter map lacks: its ``argsort`` is a stable sort (std::stable_sort on CPU),
+    a valid result for both values of ``stable``, then the values gathered."""
+    bb = importer.block_builder
+    x = importer.retrieve_args(node)[0]
+    dim = node.kwargs.get("dim", -1)
+    descending = node.kwargs.get("descending", False)
+    indices = bb.emit(R.argsort(x, dim, descending, dtype="int64"))
+    return bb.emit(relax.Tuple([bb.emit(R.gather_elements(x, indices, axis=dim)), indices]))
+
+
+CONVERTERS = {"select.int": _select, "sort.stable": _sort_stable, "scatter_add.default": _scatter_add,
               "amax.default": _reduce_extreme(R.max), "amin.default": _reduce_extreme(R.min),
               "topk.default": _topk, "full.default": convert_full,
               "full_like.default": convert_full_like, "detach.default": convert_detach,
