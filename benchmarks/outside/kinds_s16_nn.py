@@ -506,46 +506,60 @@ def moe_bincount_aux():
 
 class GShard(nn.Module):
     """Top-1 with capacity: position in expert by cumsum of the one-hot mask, dispatch/combine einsums."""
-    def __init__(s, d=32, h=48, E=4, cap=4):
-        super().__init__(); s.E, s.cap = E, cap
-        s.emb = nn.Embedding(V, d); s.router = nn.Linear(d, E, bias=False)
-        s.w1 = nn.Parameter(torch.randn(E, d, h) * 0.1); s.w2 = nn.Parameter(torch.randn(E, h, d) * 0.1); s.head = nn.Linear(d, V)
-    def forward(s, idx):
-        x = s.emb(idx); b, t, d = x.shape; tok = x.reshape(-1, d)
-        probs = s.router(tok).softmax(-1)
-        gate, e = probs.max(-1)
-        mask = F.one_hot(e, s.E).to(tok.dtype)                    # [S, E]
-        pos = (torch.cumsum(mask, 0) - 1) * mask                  # position in expert
-        keep = mask * (pos < s.cap).to(tok.dtype)
-        pos_oh = F.one_hot(pos.sum(-1).long(), s.cap).to(tok.dtype)   # [S, C]
-        dispatch = keep.unsqueeze(-1) * pos_oh.unsqueeze(1)       # [S, E, C]
-        combine = dispatch * gate[:, None, None]
+
+    def __init__(self, d=32, hidden=48, experts=4, capacity=4):
+        super().__init__()
+        self.experts, self.capacity = experts, capacity
+        self.emb = nn.Embedding(V, d)
+        self.router = nn.Linear(d, experts, bias=False)
+        self.w1 = nn.Parameter(torch.randn(experts, d, hidden) * 0.1)
+        self.w2 = nn.Parameter(torch.randn(experts, hidden, d) * 0.1)
+        self.head = nn.Linear(d, V)
+
+    def forward(self, idx):
+        x = self.emb(idx)
+        b, t, d = x.shape
+        tok = x.reshape(-1, d)
+        gate, expert = self.router(tok).softmax(-1).max(-1)
+        mask = F.one_hot(expert, self.experts).to(tok.dtype)  # [S, E]
+        pos = (torch.cumsum(mask, 0) - 1) * mask  # each token's place in its expert's queue
+        keep = mask * (pos < self.capacity).to(tok.dtype)
+        slot = F.one_hot(pos.sum(-1).long(), self.capacity).to(tok.dtype)  # [S, C]
+        dispatch = keep.unsqueeze(-1) * slot.unsqueeze(1)  # [S, E, C]
         xe = torch.einsum("sec,sd->ecd", dispatch, tok)
-        ye = torch.bmm(F.relu(torch.bmm(xe, s.w1)), s.w2)
-        y = torch.einsum("sec,ecd->sd", combine, ye)
-        return s.head((tok + y).view(b, t, d))
+        ye = torch.bmm(F.relu(torch.bmm(xe, self.w1)), self.w2)
+        y = torch.einsum("sec,ecd->sd", dispatch * gate[:, None, None], ye)
+        return self.head((tok + y).view(b, t, d))
+
 
 def gshard_capacity():
     """GShard-style top-1 MoE with a capacity: positions by cumsum of the one-hot mask, einsum dispatch."""
     torch.manual_seed(0)
     return _lm(GShard())
 
+
 class SortDispatch(nn.Module):
-    """Tokens sorted by expert (argsort), gathered, run per expert on fixed-size chunks via a padded layout."""
-    def __init__(s, d=32, h=48, E=4):
-        super().__init__(); s.E = E
-        s.emb = nn.Embedding(V, d); s.router = nn.Linear(d, E, bias=False)
-        s.w1 = nn.Parameter(torch.randn(E, d, h) * 0.1); s.w2 = nn.Parameter(torch.randn(E, h, d) * 0.1); s.head = nn.Linear(d, V)
-    def forward(s, idx):
-        x = s.emb(idx); b, t, d = x.shape; tok = x.reshape(-1, d)
-        probs = s.router(tok).softmax(-1)
-        gate, e = probs.max(-1)
-        order = torch.argsort(e, stable=True)
-        xs = tok[order]
-        w1 = s.w1[e[order]]; w2 = s.w2[e[order]]                 # per-token expert weights
-        ys = torch.bmm(F.relu(torch.bmm(xs[:, None], w1)), w2)[:, 0]
+    """Tokens sorted by expert (stable argsort), run with their experts' gathered weights, added back."""
+
+    def __init__(self, d=32, hidden=48, experts=4):
+        super().__init__()
+        self.emb = nn.Embedding(V, d)
+        self.router = nn.Linear(d, experts, bias=False)
+        self.w1 = nn.Parameter(torch.randn(experts, d, hidden) * 0.1)
+        self.w2 = nn.Parameter(torch.randn(experts, hidden, d) * 0.1)
+        self.head = nn.Linear(d, V)
+
+    def forward(self, idx):
+        x = self.emb(idx)
+        b, t, d = x.shape
+        tok = x.reshape(-1, d)
+        gate, expert = self.router(tok).softmax(-1).max(-1)
+        order = torch.argsort(expert, stable=True)
+        chosen = expert[order]
+        ys = torch.bmm(F.relu(torch.bmm(tok[order][:, None], self.w1[chosen])), self.w2[chosen])[:, 0]
         y = torch.zeros_like(tok).index_add(0, order, ys * gate[order, None])
-        return s.head((tok + y).view(b, t, d))
+        return self.head((tok + y).view(b, t, d))
+
 
 def sort_dispatch():
     """Top-1 MoE that sorts tokens by expert (stable argsort), gathers them and their experts' weights, and
