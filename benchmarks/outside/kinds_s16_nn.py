@@ -524,7 +524,8 @@ class GShard(nn.Module):
         mask = F.one_hot(expert, self.experts).to(tok.dtype)  # [S, E]
         pos = (torch.cumsum(mask, 0) - 1) * mask  # each token's place in its expert's queue
         keep = mask * (pos < self.capacity).to(tok.dtype)
-        slot = F.one_hot(pos.sum(-1).long(), self.capacity).to(tok.dtype)  # [S, C]
+        # [S, C]; a dropped token's slot is clamped (keep zeroes it)
+        slot = F.one_hot(pos.sum(-1).long().clamp(max=self.capacity - 1), self.capacity).to(tok.dtype)
         dispatch = keep.unsqueeze(-1) * slot.unsqueeze(1)  # [S, E, C]
         xe = torch.einsum("sec,sd->ecd", dispatch, tok)
         ye = torch.bmm(F.relu(torch.bmm(xe, self.w1)), self.w2)
