@@ -567,3 +567,21 @@ def sort_dispatch():
     adds the outputs back with index_add."""
     torch.manual_seed(0)
     return _lm(SortDispatch())
+
+
+class TimeMajorLSTM(nn.Module):
+    def __init__(self, features=8, hidden=16, layers=2):
+        super().__init__()
+        self.lstm = nn.LSTM(features, hidden, num_layers=layers)
+        self.out = nn.Linear(hidden, 1)
+
+    def forward(self, x):
+        y, _ = self.lstm(x)  # time-major: [T, B, H]
+        return self.out(y[-1]).squeeze(-1)
+
+
+def lstm_regression():
+    """A time-major 2-layer LSTM regressing one value per sequence from its last step (15 steps, batch 4)."""
+    torch.manual_seed(0)
+    g = _gen()
+    return TimeMajorLSTM(), (torch.randn(15, 4, 8, generator=g),), (torch.randn(4, generator=g),)
