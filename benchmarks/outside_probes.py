@@ -87,7 +87,7 @@ ROWS.update({name: "moe_dispatch.py" for name in (
 ROWS.update({name: "kinds_s16.py" for name in (
     "arcee", "cohere2", "doge", "ernie4_5", "seed_oss", "vaultgemma", "nanochat", "ministral", "ministral3", "jais2",
     "hunyuan_dense", "minicpm3", "dots1", "flex_olmo", "granitemoeshared", "afmoe", "solar_open", "mellum", "laguna",
-    "lfm2_moe", "hunyuan_moe", "glm4_moe_lite")})
+    "lfm2_moe", "hunyuan_moe", "glm4_moe_lite", "llama4_text", "granitemoehybrid", "t5gemma")})
 ROWS.update({name: "kinds_s16_nn.py" for name in (
     "lit_llama", "hand_t5", "moe_gather_weights", "moe_dense_einsum", "lstm_learned_init", "gru_tagger_bf16",
     "hand_swin", "densenet_frozen_block", "cnn_interpolate_seg", "vit_mha", "moe_bincount_aux", "gshard_capacity",

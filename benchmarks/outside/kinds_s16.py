@@ -1,8 +1,9 @@
 """Outside decoders of the zoo's kinds that earlier probe files did not cover, built from ``transformers``
 configs (random weights, no hub): LLaMA-like dense decoders of 2025-26 (Arcee, Cohere2, Doge, ERNIE-4.5,
 Seed-OSS, VaultGemma, NanoChat, Ministral/Ministral3, Jais2, HunYuan dense), multi-head latent attention
-(MiniCPM3), and MoE decoders (Dots1, FlexOlmo, GraniteMoeShared, AFMoE, Solar-Open, Mellum, Laguna,
-Lfm2-MoE, HunYuan-MoE, GLM-4-MoE-Lite).
+(MiniCPM3), MoE decoders (Dots1, FlexOlmo, GraniteMoeShared, AFMoE, Solar-Open, Mellum, Laguna, Lfm2-MoE,
+HunYuan-MoE, GLM-4-MoE-Lite, Llama-4 with chunked attention, GraniteMoeHybrid with a Mamba-2 layer) and
+the T5Gemma encoder-decoder.
 
 Each public function is a factory for ``roam-tvm compare --model benchmarks/outside/kinds_s16.py:<name>``
 at the size of hf_more.py (2 layers, hidden 64, vocab 256, 12 tokens); MoE sizes are cut to 4 experts.
@@ -12,8 +13,11 @@ from __future__ import annotations
 import os
 import sys
 
+import torch
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # hf_more's wrappers
-from hf_more import _LLAMA_LIKE, _causal  # noqa: E402
+from hf_more import BATCH, SEQ, VOCAB, _LLAMA_LIKE, CausalLM, _causal, _lm  # noqa: E402
+from roam_tvm.zoo.families import _gen, _quiet, _tokens  # noqa: E402
 
 _MOE_SMALL = dict(moe_intermediate_size=32, num_experts_per_tok=2)
 
@@ -142,3 +146,50 @@ def glm4_moe_lite():
     return _causal("Glm4MoeLite", n_routed_experts=4, n_shared_experts=1, q_lora_rank=32, kv_lora_rank=16,
                    qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=16, mlp_layer_types=["dense", "sparse"],
                    **_MOE_SMALL, **cfg)
+
+
+def llama4_text():
+    """Llama-4 text (chunked attention: a mask from ``positions // chunk_size``, NoPE layers, one MoE layer
+    of 4 experts top-1 with a shared expert), hidden 64."""
+    import transformers as tf
+
+    _quiet()
+    torch.manual_seed(0)
+    conf = tf.Llama4TextConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=64, intermediate_size_mlp=96,
+                               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                               num_local_experts=4, num_experts_per_tok=1, max_position_embeddings=64,
+                               attention_chunk_size=8, use_cache=False, attn_implementation="eager",
+                               moe_layers=[1], no_rope_layers=[1, 0])
+    return _lm(CausalLM(tf.Llama4ForCausalLM(conf)))
+
+
+def granitemoehybrid():
+    """GraniteMoeHybrid (a Mamba-2 layer, then an attention layer; 4 experts top-2 and a shared expert)."""
+    return _causal("GraniteMoeHybrid", num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=32,
+                   layer_types=["mamba", "attention"], mamba_d_state=16, mamba_n_heads=4, mamba_d_head=32,
+                   mamba_n_groups=1, mamba_chunk_size=4, **_LLAMA_LIKE)
+
+
+def t5gemma():
+    """T5Gemma (a Gemma-2 encoder-decoder: GQA, soft-capping, sandwich norms), hidden 64."""
+    import transformers as tf
+
+    _quiet()
+    torch.manual_seed(0)
+    side = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16, max_position_embeddings=64, attention_dropout=0.0,
+                dropout_rate=0.0)
+    conf = tf.T5GemmaConfig(encoder=side, decoder=dict(side), vocab_size=VOCAB, dropout_rate=0.0,
+                            attention_dropout=0.0, use_cache=False, attn_implementation="eager")
+    gen = _gen()
+    ins = (_tokens(gen, BATCH, SEQ, VOCAB), _tokens(gen, BATCH, SEQ - 4, VOCAB))
+    return _EncDecLogits(tf.T5GemmaForConditionalGeneration(conf)), ins, (_tokens(gen, BATCH, SEQ - 4, VOCAB),)
+
+
+class _EncDecLogits(torch.nn.Module):
+    def __init__(self, hf):
+        super().__init__()
+        self.hf = hf
+
+    def forward(self, input_ids, decoder_input_ids):
+        return self.hf(input_ids=input_ids, decoder_input_ids=decoder_input_ids).logits

@@ -74,7 +74,28 @@ def _unary(relax_op, default_name: str):
     return convert
 
 
+def _div_mode(node, importer):
+    """``div(x, y, rounding_mode=...)`` (``//`` on tensors) in torch's result dtype.
+
+    TVM's converter makes a Python-number divisor an ``int32`` / ``float32`` constant whatever the
+    tensor's dtype, and Relax refuses ``floor_divide(int64, int32)`` (Llama-4's chunked attention mask,
+    ``positions // chunk_size``). Both operands are taken in the dtype torch's node reports; integer
+    ``divide`` truncates, as ``rounding_mode="trunc"`` asks."""
+    args = importer.retrieve_args(node)
+    out = _out_dtype(node)
+    mode = args[2] if len(args) > 2 else node.kwargs.get("rounding_mode")
+    if out is None or len(args) < 2 or mode not in (None, "floor", "trunc"):
+        return importer._div(node)
+    lhs, rhs = (_promote(importer, a, out) for a in args[:2])
+    bb = importer.block_builder
+    if mode == "floor":
+        return bb.emit(R.floor_divide(lhs, rhs))
+    quotient = bb.emit(R.divide(lhs, rhs))
+    return bb.emit(R.trunc(quotient)) if mode == "trunc" and _is_float(out) else quotient
+
+
 PROMOTING_CONVERTERS = {
+    "div.Tensor_mode": _div_mode,
     **{f"{name}.{kind}": _binary(op, intrinsic)
        for name, op, intrinsic in (("div", R.divide, operator.truediv),
                                    ("mul", R.multiply, operator.mul),
