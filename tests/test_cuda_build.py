@@ -174,6 +174,17 @@ def test_cuda_build_outside_models(name, tmp_path):
     _build_and_compile(name, tmp_path / "m", planner_on=True)
 
 
+# kernels of session 16's converters: a stable argsort (dispatched to the GPU sort), bincount and
+# histc counts (compare-and-sum reductions), a Llama-4 chunk mask from an int64 floor division
+OUTSIDE_SLOW = ["kinds_s16_nn.py:sort_dispatch", "kinds_s16_nn.py:moe_bincount_aux", "kinds_s16.py:llama4_text"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", OUTSIDE_SLOW)
+def test_cuda_build_new_converters(name, tmp_path):
+    _build_and_compile(name, tmp_path / "m", planner_on=True)
+
+
 @pytest.mark.slow
 def test_cuda_build_ctc_model(tmp_path):
     _build_and_compile("layers.py:speech_ctc", tmp_path / "m", planner_on=True)
