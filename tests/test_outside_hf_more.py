@@ -35,6 +35,9 @@ SLOW = ["falcon", "phi", "phi3", "gemma", "gemma2", "stablelm", "olmo", "olmo2",
         "beit", "convnextv2", "regnet", "resnet_hf", "whisper_enc"]
 USAGE = ["llama_raw", "llama_own_loss", "llama_ckpt", "t5_own_loss", "mixtral_aux_loss", "swin_own_loss",
          "qwen2_moe_aux_mask"]  # hf_usage.py, slow
+USAGE_FAST = ["llama_wrapped_mask", "gpt2_own_mask"]  # hf_usage.py, their own tests below
+# no torch step to match: bf16 end to end, and drop-path (imported as the identity, with a warning)
+USAGE_NO_NUMERICS = ["qwen2_auto_bf16", "swin_default_rates"]
 # no torch step to match: bf16 end to end (test_precision holds pure bf16 to the exact step), and
 # default dropout (imported as the identity, with a warning; torch's step drops)
 NO_NUMERICS = ["llama_bf16", "bert_cls_defaults",
@@ -255,4 +258,14 @@ def _public(path: str) -> set[str]:
 
 def test_every_factory_is_tested():
     assert sorted(FAST + SLOW + NO_NUMERICS) == sorted(_public(PATH))
-    assert sorted(USAGE) == sorted(_public(USAGE_PATH))
+    assert sorted(USAGE + USAGE_FAST + USAGE_NO_NUMERICS) == sorted(_public(USAGE_PATH))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", USAGE_NO_NUMERICS)
+def test_hf_usage_imports_slow(name):
+    """The usage rows without a step to match import and give a step with Adam's states."""
+    made = getattr(_module(USAGE_PATH), name)()
+    ts = from_torch(*made[:3], loss=made[3] if len(made) > 3 else "cross_entropy", optimizer=Adam(lr=1e-3),
+                    quiet=True)
+    assert ts.param_names
