@@ -225,6 +225,14 @@ def test_bad_arguments():
         SGD(lr=0.1, dampening=0.5)
 
 
+def test_instance_norm_running_stats_are_refused_before_export():
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.InstanceNorm2d(4, track_running_stats=True),
+                                torch.nn.Flatten(), torch.nn.LazyLinear(2))
+    model(torch.randn(2, 3, 6, 6))
+    with pytest.raises(UnsupportedError, match="InstanceNorm2d '1' has track_running_stats=True.*=False"):
+        from_torch(model, (torch.randn(2, 3, 6, 6),), (torch.randint(0, 2, (2,)),))
+
+
 def test_torchscript_model_is_refused_before_export():
     scripted = torch.jit.script(MLP())
     with pytest.raises(FrontendError, match="TorchScript module .*eager torch.nn.Module"):

@@ -23,7 +23,8 @@ from .operand_dtypes import check_operand_dtypes
 from .random_ops import check_random_ops
 from .relax_import import import_exported
 from .step import build_train_step
-from .torch_params import exported_names, initial_arrays, input_names, is_meta, order_params
+from .torch_params import (check_running_stats, exported_names, initial_arrays, input_names, is_meta,
+                           order_params)
 from .training_step import TrainingStep
 
 
@@ -100,6 +101,7 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy",
     params = dict(model.named_parameters())  # tied weights: one entry
     meta = any(is_meta(p) for p in params.values())
     check_trainable(params)
+    check_running_stats(model)
     scale = check_precision(precision, loss_scale, params.values())
     warn_adam_eps(optimizer, params.values(), precision)
     loss_fn = make_loss_fn(loss)

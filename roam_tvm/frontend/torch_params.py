@@ -75,6 +75,29 @@ def _bn_specs_in_graph_order(ep, model) -> list:
     return specs
 
 
+def check_running_stats(model) -> None:
+    """Before any slow work: only BatchNorm layers may keep running statistics.
+
+    An ``InstanceNorm*d(track_running_stats=True)`` is exported as a training batch norm over a
+    ``[1, B * C, ...]`` view with its running statistics repeated per sample; the step keeps BatchNorm's
+    statistics only, so the two could not be matched ("found 1 training batch_norm ops but 0 BatchNorm
+    modules"). In training its output uses each instance's own statistics either way.
+
+    Raises
+    ------
+    UnsupportedError
+        Names the first such layer and the way out.
+    """
+    import torch
+
+    for name, m in model.named_modules():
+        if isinstance(m, torch.nn.modules.instancenorm._InstanceNorm) and m.track_running_stats:
+            raise UnsupportedError(
+                f"{type(m).__name__} '{name}' has track_running_stats=True: roam-tvm keeps running statistics "
+                "for BatchNorm layers only. Its training output uses each instance's own statistics either way, "
+                "so construct it with track_running_stats=False (the default) for the import.")
+
+
 def exported_names(ep, model) -> ExportedNames:
     """Read the inputs, parameters and BatchNorm layers of an exported program.
 
