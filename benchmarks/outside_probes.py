@@ -91,7 +91,7 @@ ROWS.update({name: "kinds_s16.py" for name in (
 ROWS.update({name: "kinds_s16_nn.py" for name in (
     "lit_llama", "hand_t5", "moe_gather_weights", "moe_dense_einsum", "lstm_learned_init", "gru_tagger_bf16",
     "hand_swin", "densenet_frozen_block", "cnn_interpolate_seg", "vit_mha", "moe_bincount_aux", "gshard_capacity",
-    "sort_dispatch", "lstm_regression")})
+    "sort_dispatch", "lstm_regression", "odd_sizes_cnn")})
 # rows that run a factory of ROWS with extra compare flags: row -> (factory, flags)
 VARIANTS = {"t5_small_bf16amp": ("t5_small", ["--precision", "bf16-amp"]),
             "t5_small_fp16amp": ("t5_small", ["--precision", "fp16-amp"]),

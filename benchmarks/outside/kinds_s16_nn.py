@@ -585,3 +585,33 @@ def lstm_regression():
     torch.manual_seed(0)
     g = _gen()
     return TimeMajorLSTM(), (torch.randn(15, 4, 8, generator=g),), (torch.randn(4, generator=g),)
+
+
+class OddSizesCNN(nn.Module):
+    """Odd spatial sizes through pixel_unshuffle, ceil-mode max and average pools (count_include_pad=False),
+    an affine InstanceNorm, replication padding, a grouped conv with a channel shuffle, a transposed conv
+    with output_padding and an adaptive pool to a non-divisible size."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(12, 16, 3, padding=1)
+        self.norm = nn.InstanceNorm2d(16, affine=True)
+        self.pool = nn.MaxPool2d(3, 2, ceil_mode=True)
+        self.avg = nn.AvgPool2d(3, 2, padding=1, ceil_mode=True, count_include_pad=False)
+        self.pad = nn.ReplicationPad2d((1, 2, 0, 1))
+        self.c2 = nn.Conv2d(16, 16, 3, groups=4)
+        self.shuffle = nn.ChannelShuffle(4)
+        self.up = nn.ConvTranspose2d(16, 8, 3, stride=2, padding=1, output_padding=1)
+        self.head = nn.Conv2d(8, 3, 1)
+
+    def forward(self, x):
+        h = F.relu(self.norm(self.c1(F.pixel_unshuffle(x, 2))))
+        h = self.shuffle(self.c2(self.pad(self.avg(self.pool(h)))))
+        return F.adaptive_avg_pool2d(self.head(self.up(h)), (5, 7))
+
+
+def odd_sizes_cnn():
+    """A CNN of odd sizes and less common layers (see OddSizesCNN), regressing a 5x7 map (mse)."""
+    torch.manual_seed(0)
+    g = _gen()
+    return OddSizesCNN(), (torch.randn(B, 3, 30, 30, generator=g),), (torch.randn(B, 3, 5, 7, generator=g),)
