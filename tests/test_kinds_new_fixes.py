@@ -74,6 +74,44 @@ def test_sizes_from_values_are_refused_with_the_line():
         from_torch(_SplitBySizes(), (torch.randn(6, 8),), (), loss=lambda out: out, quiet=True)
 
 
+class _EosHead(nn.Module):
+    """A sequence classifier that picks each row's last <eos> state with a boolean mask (HF's T5/BART)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.head = nn.Embedding(10, 8), nn.Linear(8, 3)
+
+    def forward(self, ids):
+        h = self.emb(ids)
+        eos = ids.eq(1)
+        same = torch.unique_consecutive(eos.sum(1))  # HF checks every row has as many <eos>
+        picked = h[eos, :].view(h.shape[0], -1, h.shape[-1])[:, -1, :]
+        return self.head(picked) + 0 * same.sum()
+
+
+def test_value_sized_selection_gets_the_positional_way_out():
+    ids = torch.tensor([[3, 4, 1, 5, 0], [2, 1, 6, 7, 0]])  # <eos> (1) before padding (0)
+    # the dense form of the mask changes the output here (the <eos> is not the last position)
+    with pytest.raises((UnsupportedError, TraceError), match=r"selects rows by tensor values.*select by position"
+                                                             r".*argmax"):
+        from_torch(_EosHead(), (ids,), (torch.tensor([0, 2]),), quiet=True)
+
+
+def test_unique_sizes_get_the_positional_way_out():
+    class _Unique(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 2)
+
+        def forward(self, x, ids):
+            return self.lin(x) + 0 * torch.unique_consecutive(ids.eq(1).sum(1)).sum()
+
+    ids = torch.tensor([[3, 1, 0], [1, 2, 0]])
+    with pytest.raises((UnsupportedError, TraceError), match=r"sizes tensors by tensor values.*selects by value"
+                                                             r".*unique_consecutive.*select by position"):
+        from_torch(_Unique(), (torch.randn(2, 4), ids), (torch.tensor([0, 1]),), quiet=True)
+
+
 def test_layerdrop_names_the_config_fields():
     pytest.importorskip("transformers")
     import transformers as tf

@@ -38,10 +38,22 @@ def check_static_sizes(ep) -> None:
     if not sized:
         return
     first = sized[0]
+    ops = {_op(n) for n in sized} | {_op(a) for n in sized for a in n.all_input_nodes}
+    selects = sorted(ops & _SELECTIONS)
+    way_out = (f"it selects by value ({', '.join(selects)}: a boolean mask x[mask], unique, nonzero), as "
+               "Hugging Face's T5/BART *ForSequenceClassification heads pick each row's <eos> state. Way out: "
+               "select by position, e.g. idx = (mask * torch.arange(T)).argmax(-1) and x[torch.arange(B), idx] "
+               "for each row's last masked position, or weight every row by the mask (0 where not selected)"
+               if selects else
+               "e.g. split by counts.tolist() or .item() sizes, as token-sorting MoE routers (JetMoE, "
+               "ScatterMoE) do. Way out: run every expert on all tokens and weight each output by its routing "
+               "weight (0 where not routed), or pad each group to a fixed capacity (Hugging Face MoE layers "
+               "with config._experts_implementation are switched to 'batched_mm' automatically)")
     raise UnsupportedError(
         f"the forward sizes tensors by tensor values ({len(sized)} op(s), first {_op(first)}{_where(first)}): "
-        "e.g. split by counts.tolist(), .item() sizes or nonzero, as token-sorting MoE routers (JetMoE, "
-        "ScatterMoE) do. A planned step needs static sizes. Way out: run every expert on all tokens and "
-        "weight each output by its routing weight (0 where not routed), or pad each group to a fixed "
-        "capacity (Hugging Face MoE layers with config._experts_implementation are switched to 'batched_mm' "
-        "automatically).")
+        f"a planned step needs static sizes, and {way_out}.")
+
+
+# ops whose output size is the number of selected elements
+_SELECTIONS = frozenset({"index.Tensor", "nonzero.default", "masked_select.default", "unique_consecutive.default",
+                         "_unique2.default", "unique_dim.default", "argwhere.default"})

@@ -38,8 +38,10 @@ import numpy as np
 from .errors import UnsupportedError, model_frame
 from .single_hot import SingleHot
 
-_WAY_OUT = ("Way out: run every expert on all tokens and weight each output by its routing weight (0 where "
-            "not routed), or pad each group to a fixed capacity.")
+_WAY_OUT = ("Way out: for a mixture of experts, run every expert on all tokens and weight each output by its "
+            "routing weight (0 where not routed), or pad each group to a fixed capacity; to pick one row per "
+            "sample (a classifier's <eos> or last token), select by position, e.g. idx = (mask * "
+            "torch.arange(T)).argmax(-1) and x[torch.arange(B), idx].")
 
 
 @dataclass
