@@ -77,16 +77,18 @@ def test_sizes_from_values_are_refused_with_the_line():
 class _EosHead(nn.Module):
     """A sequence classifier that picks each row's last <eos> state with a boolean mask (HF's T5/BART)."""
 
-    def __init__(self):
+    def __init__(self, same_count_check: bool = True):
         super().__init__()
         self.emb, self.head = nn.Embedding(10, 8), nn.Linear(8, 3)
+        self.same_count_check = same_count_check
 
     def forward(self, ids):
         h = self.emb(ids)
         eos = ids.eq(1)
-        same = torch.unique_consecutive(eos.sum(1))  # HF checks every row has as many <eos>
-        picked = h[eos, :].view(h.shape[0], -1, h.shape[-1])[:, -1, :]
-        return self.head(picked) + 0 * same.sum()
+        picked = self.head(h[eos, :].view(h.shape[0], -1, h.shape[-1])[:, -1, :])
+        if self.same_count_check:  # HF checks every row has as many <eos>
+            picked = picked + 0 * torch.unique_consecutive(eos.sum(1)).sum()
+        return picked
 
 
 def test_value_sized_selection_gets_the_positional_way_out():
@@ -95,6 +97,14 @@ def test_value_sized_selection_gets_the_positional_way_out():
     with pytest.raises((UnsupportedError, TraceError), match=r"selects rows by tensor values.*select by position"
                                                              r".*argmax"):
         from_torch(_EosHead(), (ids,), (torch.tensor([0, 2]),), quiet=True)
+
+
+def test_dense_form_that_agrees_by_chance_is_refused():
+    """The example's <eos> is the last token of each row, so the dense form of ``x[mask]`` agrees with the
+    model there; on a shuffled variant of the tokens it does not, and the model is refused."""
+    ids = torch.tensor([[3, 4, 1, 5, 1], [2, 1, 6, 7, 1]])
+    with pytest.raises(UnsupportedError, match=r"selects rows by tensor values.*select by position"):
+        from_torch(_EosHead(same_count_check=False), (ids,), (torch.tensor([0, 2]),), quiet=True)
 
 
 def test_unique_sizes_get_the_positional_way_out():

@@ -56,7 +56,11 @@ class DenseDispatch:
         """Refuse the model if its dense form computes something else than the model.
 
         Runs ``fn(*args)`` eagerly in evaluation mode (no dropout), once as written and once with the
-        selections dense, and compares every output tensor.
+        selections dense, and compares every output tensor; then the same on ``TRIALS`` variants of
+        ``args`` whose integer and boolean tensors are shuffled along their last dim (each row keeps its
+        values, at other positions), so a dense form that agrees only by chance on the example (a
+        classifier's ``<eos>`` that happens to be the last token) is caught. A variant the model itself
+        cannot run is skipped.
 
         Raises
         ------
@@ -69,26 +73,60 @@ class DenseDispatch:
             return
         module = fn if isinstance(fn, torch.nn.Module) else None
         was_training = module.training if module is not None else None
+        worst, trials = 0.0, [args] + [_shuffled(args, seed) for seed in range(1, TRIALS + 1)]
         try:
             if module is not None:
                 module.eval()
-            with torch.no_grad(), torch.random.fork_rng():
-                torch.manual_seed(0)
-                sparse = _tensors(fn(*args))
-                torch.manual_seed(0)
-                with _DenseMode.make(DenseDispatch()):
-                    dense = _tensors(fn(*args))
+            for k, trial in enumerate(trials):
+                if k and (trial is None or any(getattr(a, "is_meta", False) for a in trial)):
+                    continue
+                with torch.no_grad(), torch.random.fork_rng():
+                    torch.manual_seed(0)
+                    try:
+                        sparse = _tensors(fn(*trial))
+                    except Exception:  # noqa: BLE001 - a variant the model refuses (not the example)
+                        if k == 0:
+                            raise
+                        continue
+                    torch.manual_seed(0)
+                    with _DenseMode.make(DenseDispatch()):
+                        dense = _tensors(fn(*trial))
+                if len(sparse) != len(dense):
+                    worst = float("inf")
+                worst = max([worst] + [_mismatch(a, b) for a, b in zip(sparse, dense)])
+                if worst > 0:
+                    break
         finally:
             if module is not None:
                 module.train(was_training)
-        worst = max((_mismatch(a, b) for a, b in zip(sparse, dense)), default=0.0)
-        if len(sparse) != len(dense) or worst > 0:
+        if worst > 0:
             raise UnsupportedError(
                 f"{model_name} selects rows by tensor values (torch.where/nonzero/boolean masks); roam-tvm traces "
                 f"such a selection dense (every row, weighted 0 where not selected), but here the dense form "
                 f"changes the output (worst relative difference {worst:.2g}): a selection feeds something other "
                 f"than index_add / index_put / scatter_add / a masked write (e.g. a mean over the selected rows). "
                 f"{_WAY_OUT}")
+
+
+#: shuffled variants of the example inputs the dense form is also checked on
+TRIALS = 2
+
+
+def _shuffled(args: tuple, seed: int) -> tuple | None:
+    """``args`` with each integer / boolean tensor's values shuffled along its last dim, row by row
+    (None when there is none to shuffle)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    out, changed = [], False
+    for a in args:
+        if (isinstance(a, torch.Tensor) and not a.is_floating_point() and not a.is_complex() and a.dim() >= 1
+                and a.shape[-1] > 1 and not a.is_meta):
+            keys = torch.rand(a.shape, generator=gen)
+            a = a.gather(-1, keys.argsort(dim=-1))
+            changed = True
+        out.append(a)
+    return tuple(out) if changed else None
 
 
 def _tensors(out) -> list:
