@@ -23,7 +23,9 @@ sparse dispatch (the planned step is the dense one; a warning says so).
 Anything else done with the coordinates (arithmetic, a reduction, ``.tolist()``) raises
 :class:`UnsupportedError` naming the op. Values computed from the selected rows are not tracked, so a
 selection that feeds a reduction (``x[mask].mean()``) would change the result: :meth:`DenseDispatch.check`
-runs the model eagerly with and without the dense form and refuses the model when they differ.
+runs the model eagerly with and without the dense form, on the example inputs and on variants whose integer
+inputs are shuffled row by row, and refuses the model when they differ. That is a test on samples, not a
+proof.
 """
 from __future__ import annotations
 
