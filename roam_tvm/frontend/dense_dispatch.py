@@ -80,7 +80,7 @@ class DenseDispatch:
             if module is not None:
                 module.eval()
             for k, trial in enumerate(trials):
-                if k and (trial is None or any(getattr(a, "is_meta", False) for a in trial)):
+                if trial is None:
                     continue
                 with torch.no_grad(), torch.random.fork_rng():
                     torch.manual_seed(0)
@@ -116,14 +116,16 @@ TRIALS = 2
 
 def _shuffled(args: tuple, seed: int) -> tuple | None:
     """``args`` with each integer / boolean tensor's values shuffled along its last dim, row by row
-    (None when there is none to shuffle)."""
+    (None when there is none to shuffle, or a tensor has no values: a meta model's)."""
     import torch
 
+    if any(isinstance(a, torch.Tensor) and a.is_meta for a in args):
+        return None
     gen = torch.Generator().manual_seed(seed)
     out, changed = [], False
     for a in args:
         if (isinstance(a, torch.Tensor) and not a.is_floating_point() and not a.is_complex() and a.dim() >= 1
-                and a.shape[-1] > 1 and not a.is_meta):
+                and a.shape[-1] > 1):
             keys = torch.rand(a.shape, generator=gen)
             a = a.gather(-1, keys.argsort(dim=-1))
             changed = True

@@ -64,9 +64,13 @@ _DATA_DEPENDENT_HINT = (
     "to 'batched_mm' automatically; ModuleDict experts such as Switch Transformers' are not).")
 
 
+def _first_line(e: Exception) -> str:
+    """The first non-blank line of ``e``'s message ('' if none)."""
+    return next((ln for ln in str(e).strip().splitlines() if ln.strip()), "")
+
+
 def _trace_error(model, e: Exception) -> TraceError:
-    msg = str(e).strip().splitlines()
-    first = next((ln for ln in msg if ln.strip()), type(e).__name__)
+    first = _first_line(e) or type(e).__name__
     hint = _DATA_DEPENDENT_HINT if any(k in type(e).__name__ + first for k in _DATA_DEPENDENT) else ""
     frame = _model_frame(e)
     if hint and "layerdrop" in frame:  # a random layer skip (NLLB-MoE defaults to 0.05): a branch on a draw
@@ -97,7 +101,7 @@ def _eager_check(what: str, check: Callable, *args) -> None:
     except FrontendError:
         raise
     except Exception as e:  # noqa: BLE001 - the model's own code, run eagerly
-        first = next((ln for ln in str(e).strip().splitlines() if ln.strip()), "")
+        first = _first_line(e)
         raise TraceError(
             f"the model traced, but checking {what} runs it eagerly on CPU, and that run failed: "
             f"{type(e).__name__}: {first[:300]}{_model_frame(e)}. roam-tvm cannot tell whether the traced step "

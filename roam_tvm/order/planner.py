@@ -78,6 +78,22 @@ def default_total_time_limit(n_ops: int, time_limit: float) -> float:
     return float(min(30.0 * time_limit, max(6.0 * time_limit, n_ops / 50.0)))
 
 
+def _repair_into(g: Graph, start: list[int], lb: int, deadline: float, incumbent: tuple[list[int], int],
+                 runs: dict, name: str, **options) -> tuple[list[int], int]:
+    """One cut-guided repair of ``start`` (``options``: its lookahead / radius), recorded in ``runs[name]``;
+    the better of its result (if it is a valid order) and ``incumbent``."""
+    cand, cand_peak, rounds = cut_guided_repair(g, start, lb, deadline, **options)
+    try:
+        g.check_order(cand)
+    except GraphError:
+        rounds = -1  # recorded; this start is dropped
+    else:
+        if cand_peak < incumbent[1]:
+            incumbent = (cand, cand_peak)
+    runs[name] = {"rounds": rounds, "peak": int(cand_peak)}
+    return incumbent
+
+
 def _repair_candidates(g: Graph, cands: dict[str, list[int]], peaks: dict[str, int],
                        order: list[int], lb: int, deadline: float,
                        report: dict) -> tuple[list[int], int]:
@@ -98,15 +114,7 @@ def _repair_candidates(g: Graph, cands: dict[str, list[int]], peaks: dict[str, i
         seen.add(key)
         if runs and time.perf_counter() >= deadline:
             break
-        cand, cand_peak, rounds = cut_guided_repair(g, start, lb, deadline)
-        try:
-            g.check_order(cand)
-        except GraphError:
-            rounds = -1  # recorded; this start is dropped
-        else:
-            if cand_peak < best_peak:
-                best, best_peak = cand, cand_peak
-        runs[name] = {"rounds": rounds, "peak": int(cand_peak)}
+        best, best_peak = _repair_into(g, start, lb, deadline, (best, best_peak), runs, name)
         if best_peak <= lb:
             break
     # the repair stops where no chain of `lookahead` splits near the peak helps; a longer chain over
@@ -114,15 +122,8 @@ def _repair_candidates(g: Graph, cands: dict[str, list[int]], peaks: dict[str, i
     for lookahead, radius in WIDER_REPAIRS:
         if best_peak <= lb or time.perf_counter() >= deadline:
             break
-        cand, cand_peak, rounds = cut_guided_repair(g, best, lb, deadline, lookahead=lookahead, radius=radius)
-        try:
-            g.check_order(cand)
-        except GraphError:
-            rounds = -1
-        else:
-            if cand_peak < best_peak:
-                best, best_peak = cand, cand_peak
-        runs[f"wider{lookahead}"] = {"rounds": rounds, "peak": int(cand_peak)}
+        best, best_peak = _repair_into(g, best, lb, deadline, (best, best_peak), runs, f"wider{lookahead}",
+                                       lookahead=lookahead, radius=radius)
     report["cut_repair"] = {"starts": runs, "seconds": round(time.perf_counter() - t_rep, 3)}
     return best, best_peak
 
