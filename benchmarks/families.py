@@ -95,9 +95,9 @@ def watch(cmd: list[str], timeout: float, max_rss: int, log_path: str) -> dict:
 
 
 def best_bound(bounds: dict) -> int | None:
-    """The tightest lower bound a compare report gives (``cut``, ``pair``, ``set`` or, for roam's
-    aligned arena, ``cut_aligned``); roam at it is a proved optimum. None when it gives none."""
-    return max((bounds.get(k) or 0 for k in ("cut", "pair", "set", "cut_aligned")), default=0) or None
+    """The tightest lower bound a compare report gives (``cut``, ``pair``, ``set``, ``exact`` or, for
+    roam's aligned arena, ``cut_aligned``); roam at it is a proved optimum. None when it gives none."""
+    return max((bounds.get(k) or 0 for k in ("cut", "pair", "set", "exact", "cut_aligned")), default=0) or None
 
 
 def checks(report: dict) -> dict:

@@ -12,7 +12,7 @@ report plus ``run`` and ``row``, or ``{"error", "run"}``), then rebuilds from ev
 
 ``benchmarks/results/outside_probes.json``
     ``{command, versions, machine, rows: [{model, file, ops, tvm_default, pytorch, roam, cut, pair, set,
-    cut_aligned, best_bound, roam_over_cut, roam_over_best, below_tvm_default, below_pytorch, plan_seconds, valid, error, meets_bar}]}``
+    cut_aligned, exact, best_bound, roam_over_cut, roam_over_best, below_tvm_default, below_pytorch, plan_seconds, valid, error, meets_bar}]}``
     (peaks in bytes; ``below_*`` means at or below; ``meets_bar``: valid, at or below tvm-default,
     within 2% of cut);
 ``benchmarks/results/outside_probes.md``
@@ -154,7 +154,7 @@ def summary_row(name: str, report: dict | None, error: str | None = None) -> dic
     row = {"model": name, "file": f"benchmarks/outside/{file}", "ops": report.get("ops"),
            "tvm_default": peaks["tvm-default"], "pytorch": peaks["pytorch"], "roam": roam, "cut": cut,
            "pair": _number(bounds.get("pair")), "set": _number(bounds.get("set")),
-           "cut_aligned": _number(bounds.get("cut_aligned")),
+           "cut_aligned": _number(bounds.get("cut_aligned")), "exact": _number(bounds.get("exact")),
            "roam_over_cut": roam / cut if roam and cut else None,
            "below_tvm_default": None if roam is None or peaks["tvm-default"] is None else roam <= peaks["tvm-default"],
            "below_pytorch": None if roam is None or peaks["pytorch"] is None else roam <= peaks["pytorch"],
@@ -163,7 +163,7 @@ def summary_row(name: str, report: dict | None, error: str | None = None) -> dic
     row["meets_bar"] = bool(row["valid"] and row["below_tvm_default"] and row["roam_over_cut"] is not None
                             and row["roam_over_cut"] <= CUT_SLACK)
     best = best_bound({"cut": cut, "pair": row["pair"], "set": row["set"],  # figures as _number reads them
-                       "cut_aligned": row["cut_aligned"]})
+                       "exact": row["exact"], "cut_aligned": row["cut_aligned"]})
     row["best_bound"] = best
     row["roam_over_best"] = roam / best if roam and best else None
     return row

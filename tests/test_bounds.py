@@ -102,3 +102,45 @@ def test_largest_cuts_are_exact_under_a_pruned_profile():
         # an upper bound far above every cut ranks nothing by itself
         inflated = CutProfile(pruned.bound, pruned.argmax, [u + 10**9 for u in pruned.upper], {})
         assert sorted((full.cut[j] for j in largest_cuts(g, inflated, 4)), reverse=True) == want, seed
+
+
+def test_graph_optimum_is_the_brute_force_optimum():
+    """The exhaustive search's optimum equals the least peak over every order, also where the cut is
+    loose (each cut met by some order, never all at once), and is never below the cut."""
+    from roam_tvm.order.dp import graph_optimum
+
+    loose = total = 0
+    for g in small_graphs(120):
+        if len(g.ops) > 10:
+            continue
+        opt = min(g.peak(o) for o in all_orders(g))
+        c = cut_bound(g)
+        assert graph_optimum(g) == opt
+        assert graph_optimum(g, floor=c) == opt
+        total += 1
+        loose += c < opt
+    assert total > 80 and loose > 0
+
+
+def test_graph_optimum_gives_up_on_a_tiny_budget():
+    from roam_tvm.order.dp import graph_optimum
+
+    g = random_training_graph(400, 5, program="random")
+    assert graph_optimum(g, max_states=50) is None
+
+
+def test_lower_bounds_add_exact_only_above_the_cuts():
+    from roam_tvm.report.simulate import lower_bounds
+
+    for g in small_graphs(120):
+        if len(g.ops) > 10:
+            continue
+        opt = min(g.peak(o) for o in all_orders(g))
+        above = lower_bounds(g, reached=opt)
+        if max(above["cut"], above["pair"], above.get("set", 0)) < opt:
+            break
+    else:
+        pytest.fail("no small graph that every cut bound leaves loose")
+    assert above["exact"] == opt
+    at_cut = lower_bounds(g, reached=above["cut"])
+    assert "exact" not in at_cut

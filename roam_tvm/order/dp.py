@@ -18,14 +18,18 @@ the MIP (:mod:`roam_tvm.order.mip`) or keeps its heuristic.
 "is there an order with peak <= floor?" first. That question prunes every state
 above the floor, so when the optimum equals the floor (the usual case) it costs a
 small fraction of the plain DP; otherwise the plain DP follows.
+
+:func:`graph_optimum` runs the same search over a whole graph: where it finishes, its result is the
+least peak of any order, a lower bound that the min-cut bounds only approximate from below.
 """
 from __future__ import annotations
 
 import time
 
-from .piece import Piece, piece_peak
+from ..graph.model import Graph
+from .piece import LivenessIndex, Piece, make_piece, piece_peak
 
-__all__ = ["dp_order", "dp_search"]
+__all__ = ["dp_order", "dp_search", "graph_optimum"]
 
 
 #: States kept per layer by the beam search that seeds the exact search.
@@ -297,3 +301,31 @@ def dp_search(piece: Piece, floor: int = 0, upper: int | None = None, max_states
             return best[0], best[1], False
         return None
     return best[0], best[1], True
+
+
+def graph_optimum(g: Graph, floor: int = 0, max_states: int = 1_000_000,
+                  time_limit: float = 10.0) -> int | None:
+    """The least peak (perfect packing, always-live bytes included) of any topological order of ``g``.
+
+    Parameters
+    ----------
+    g : Graph
+    floor : int
+        A true lower bound on that least peak (the cut bound, say); it prunes the search.
+    max_states, time_limit :
+        The search's budget (as :func:`dp_search`; ``time_limit`` in CPU seconds).
+
+    Returns
+    -------
+    int or None
+        The optimum, proved by the exhaustive down-set search; None when the budget ran out first
+        (wide graphs: the number of down-sets grows quickly with the width).
+    """
+    n = len(g.ops)
+    if n == 0:
+        return g.always_live_bytes
+    got = dp_search(make_piece(LivenessIndex(g, list(range(n))), 0, n), floor=floor,
+                    max_states=max_states, time_limit=time_limit)
+    if got is None or not got[2]:
+        return None
+    return got[1]

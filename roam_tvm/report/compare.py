@@ -194,7 +194,8 @@ def _baseline_failed(err: Exception, seconds: float) -> dict:
 BOUND_MEANING = {"order": "least for the program order", "any": "least for any order (loose)",
                  "cut": "least for any order", "pair": "least for any order",
                  "set": "least for any order",
-                 "cut_aligned": "least for any order, aligned arena"}
+                 "cut_aligned": "least for any order, aligned arena",
+                 "exact": "least for any order (exhaustive search)"}
 
 
 def format_table(report: dict) -> str:

@@ -26,6 +26,7 @@ from ..graph import Graph
 from ..graph.bounds import any_bound, cut_profile
 from ..graph.pair_bound import pair_cut_bound
 from ..graph.set_bound import set_cut_bound
+from ..order.dp import graph_optimum
 from ..passes import LiftKernelScratch, RoamLayout, RoamOrder, RoamPlan, extract_graph, latest_layout, latest_order
 from ..passes.arena import plannable_tensors
 from ..passes.roam_order import reorder_function
@@ -84,20 +85,28 @@ def scratch_figures(func: relax.Function, mod: tvm.IRModule, scratch: dict[str, 
 PAIR_SECONDS = 30.0
 
 
+#: CPU seconds the exact search over the whole graph may take where the planners stayed above every
+#: cut bound (it settles small steps, where a cut bound can be a few percent loose, in well under one).
+EXACT_SECONDS = 10.0
+
+
 #: Arena padding (at the program order's peak) below this share of the peak is not worth a second cut.
 ALIGNED_CUT_MIN_PADDING = 0.005
 
 
 def lower_bounds(g: Graph, cut: bool = True, reached: int | None = None,
                  arena: dict[int, list[int]] | None = None, alignment: int = 64) -> dict[str, int]:
-    """The ``order``, ``any``, ``cut``, ``pair`` and ``set`` lower bounds of an unplanned graph.
+    """The ``order``, ``any``, ``cut``, ``pair``, ``set`` and ``exact`` lower bounds of an unplanned graph.
 
     ``pair`` (:func:`~roam_tvm.graph.pair_bound.pair_cut_bound`) and ``set``
     (:func:`~roam_tvm.graph.set_bound.set_cut_bound`) are at least ``cut``; they
     are above it where unrelated ops each need the others to run first, as the
     weight-gradient sums of an unrolled RNN do (two ops, or several in sequence).
     ``set`` is left out when ``reached`` (the least peak a planner reached) is
-    already at ``cut`` or ``pair``: no bound can prove more there.
+    already at ``cut`` or ``pair``: no bound can prove more there. Where ``reached`` is above all
+    three, ``exact`` is the least peak of any order, proved by the exhaustive down-set search
+    (:func:`~roam_tvm.order.dp.graph_optimum`) when it finishes in ``EXACT_SECONDS``: on small
+    steps each cut can be met by some order but no order meets them all at once.
 
     ``arena`` (device -> the tensors an arena may hold, :func:`~roam_tvm.passes.arena.plannable_tensors`)
     adds ``cut_aligned`` where padding matters (small steps, odd sizes): the least any order reaches when
@@ -113,6 +122,11 @@ def lower_bounds(g: Graph, cut: bool = True, reached: int | None = None,
         out["pair"] = pair_cut_bound(g, prof, time_limit=PAIR_SECONDS)
         if reached is None or reached > out["pair"]:
             out["set"] = set_cut_bound(g, prof, time_limit=PAIR_SECONDS)
+        proved = max(out["cut"], out["pair"], out.get("set", 0))
+        if reached is not None and reached > proved:
+            exact = graph_optimum(g, floor=proved, time_limit=EXACT_SECONDS)
+            if exact is not None:
+                out["exact"] = exact
         if arena:
             padded = g.aligned(alignment, [t for ts in arena.values() for t in ts])
             if padded.peak() - out["order"] > ALIGNED_CUT_MIN_PADDING * out["order"]:
