@@ -17,6 +17,7 @@ from typing import Tuple
 
 from .detach import decompositions_keeping_detach
 from .interpolate import keep_undecomposed
+from .torch_decompositions import with_extra_decompositions
 
 
 def _assert_targets():
@@ -66,8 +67,9 @@ def decompose_without_asserts(ep) -> Tuple[object, bool]:
     if _has_sparse(ep):
         return ep, False
     # detach kept (detach.py); bicubic / antialiased / 1-D / 3-D resizes kept for their
-    # matmul converters, not folded into index constants (interpolate.py)
-    ep = ep.run_decompositions(keep_undecomposed(decompositions_keeping_detach()))
+    # matmul converters, not folded into index constants (interpolate.py); ops TVM has no
+    # converter for decomposed by our own table (torch_decompositions.py)
+    ep = ep.run_decompositions(keep_undecomposed(with_extra_decompositions(decompositions_keeping_detach())))
     graph = ep.graph_module.graph
     targets = _assert_targets()
     asserts = [n for n in graph.nodes if n.op == "call_function" and n.target in targets]

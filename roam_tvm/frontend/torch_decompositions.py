@@ -1,0 +1,90 @@
+"""torch-level decompositions of ops that TVM 0.27's PyTorch importer has no converter for and
+``torch.export``'s default table leaves alone, added to the table the frontend decomposes with
+(:func:`~roam_tvm.frontend.ep_asserts.decompose_without_asserts`). Each is exact in real arithmetic
+and keeps to ops that import and have gradients.
+
+* ``aten._trilinear`` (``nn.Bilinear`` / ``F.bilinear``): one ``einsum`` over the inputs'
+  dims, contracted pairwise, rather than the broadcast product of all three, which would hold a
+  ``[B, out, in1, in2]`` tensor.
+* ``aten.logcumsumexp``: a log-depth scan (Hillis-Steele) of a stable ``log(exp(a) + exp(b))``,
+  padded with the dtype's most negative finite value, so no step sees an infinity (an infinity
+  makes a NaN gradient through the pairwise max). Shifting by the global maximum instead would
+  round early terms far below it to ``-inf``.
+* ``aten.cumprod`` (TVM 0.27's ``relax.cumprod`` has no gradient): the same scan of products,
+  padded with ones. Its gradient is exact where inputs are zero, which ``cumsum(g * y) / x``
+  would divide by.
+"""
+from __future__ import annotations
+
+import string
+
+import torch
+
+__all__ = ["EXTRA_DECOMPOSITIONS", "with_extra_decompositions"]
+
+
+def _trilinear(i1: torch.Tensor, i2: torch.Tensor, i3: torch.Tensor, expand1, expand2, expand3, sumdim,
+               unroll_dim: int = 1) -> torch.Tensor:
+    """``sum over sumdim of unsqueeze(i1, expand1) * unsqueeze(i2, expand2) * unsqueeze(i3, expand3)``."""
+    rank = i1.dim() + len(expand1)
+    letters = string.ascii_letters[:rank]
+    absent = set(expand1) & set(expand2) & set(expand3)  # size 1 in all three
+
+    def subscript(expand) -> str:
+        return "".join(c for d, c in enumerate(letters) if d not in set(expand))
+
+    kept = [d for d in range(rank) if d not in set(sumdim)]
+    out = "".join(letters[d] for d in kept if d not in absent)
+    result = torch.einsum(f"{subscript(expand1)},{subscript(expand2)},{subscript(expand3)}->{out}", i1, i2, i3)
+    for pos, d in enumerate(kept):  # a dim no operand has stays, of size 1, unless summed away
+        if d in absent:
+            result = result.unsqueeze(pos)
+    return result
+
+
+def _log_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    top = torch.maximum(a, b)
+    return top + torch.log(torch.exp(a - top) + torch.exp(b - top))
+
+
+def _scan(x: torch.Tensor, dim: int, combine, fill) -> torch.Tensor:
+    """Inclusive scan of ``x`` along ``dim`` by ``ceil(log2(n))`` steps, each combining every
+    element with the one ``shift`` before it (``fill`` before the start)."""
+    if x.dim() == 0:
+        return x.clone()
+    dim = dim % x.dim()
+    n = x.shape[dim]
+    out = x
+    shift = 1
+    while shift < n:
+        pad_shape = list(x.shape)
+        pad_shape[dim] = shift
+        pad = torch.full(pad_shape, fill, dtype=x.dtype, device=x.device)
+        out = combine(out, torch.cat([pad, out.narrow(dim, 0, n - shift)], dim=dim))
+        shift *= 2
+    return out
+
+
+def _logcumsumexp(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """``log(cumsum(exp(x), dim))``."""
+    return _scan(x, dim, _log_add, torch.finfo(x.dtype).min)
+
+
+def _cumprod(x: torch.Tensor, dim: int, dtype=None) -> torch.Tensor:
+    """``cumprod(x, dim)``."""
+    if dtype is None and not (x.is_floating_point() or x.is_complex()):
+        dtype = torch.int64  # torch's cumprod of integers and booleans
+    if dtype is not None:
+        x = x.to(dtype)
+    return _scan(x, dim, torch.mul, 1)
+
+
+EXTRA_DECOMPOSITIONS = {torch.ops.aten._trilinear.default: _trilinear,
+                        torch.ops.aten.logcumsumexp.default: _logcumsumexp,
+                        torch.ops.aten.cumprod.default: _cumprod}
+
+
+def with_extra_decompositions(table: dict) -> dict:
+    """``table`` (a decomposition table) with :data:`EXTRA_DECOMPOSITIONS` added."""
+    table.update(EXTRA_DECOMPOSITIONS)
+    return table

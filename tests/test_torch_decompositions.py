@@ -1,0 +1,85 @@
+"""``nn.Bilinear`` (``aten._trilinear``), ``torch.logcumsumexp`` and ``torch.cumprod``: TVM 0.27 has no
+converter for the first two and no gradient for ``relax.cumprod``; each is decomposed at the torch level
+(``frontend/torch_decompositions.py``). The decompositions against torch's ops (values, gradients,
+zeros in a product, a range of 500 in a log-sum), and whole steps against PyTorch's."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch import nn  # noqa: E402
+
+from roam_tvm.frontend.torch_decompositions import _cumprod, _logcumsumexp, _trilinear  # noqa: E402
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_logcumsumexp_matches_torch_over_a_wide_range(dim):
+    x = torch.randn(3, 9, 4, dtype=torch.float64) * 50
+    x[0, 0, 0] = -500.0  # exp underflows against the maximum: a global shift would give -inf
+    x.requires_grad_()
+    assert torch.allclose(_logcumsumexp(x, dim), torch.logcumsumexp(x, dim))
+    assert torch.autograd.gradcheck(lambda t: _logcumsumexp(t, dim), (x,))
+
+
+def test_cumprod_gradient_with_zeros():
+    x = torch.randn(3, 9, dtype=torch.float64)
+    x[1, 3] = x[2, 2] = x[2, 5] = 0.0
+    x.requires_grad_()
+    g = torch.randn(3, 9, dtype=torch.float64)
+    ours = torch.autograd.grad((_cumprod(x, 1) * g).sum(), x)[0]
+    theirs = torch.autograd.grad((torch.cumprod(x, 1) * g).sum(), x)[0]
+    assert torch.allclose(_cumprod(x, 1), torch.cumprod(x, 1))
+    assert torch.allclose(ours, theirs)
+    ints = torch.arange(1, 7, dtype=torch.int32)
+    assert _cumprod(ints, 0).dtype == torch.cumprod(ints, 0).dtype
+    assert torch.equal(_cumprod(ints, 0), torch.cumprod(ints, 0))
+
+
+@pytest.mark.parametrize("shapes, e1, e2, e3, sumdim", [
+    ([(5, 4), (3, 4, 6), (5, 6)], [1, 3], [0], [1, 2], [2, 3]),  # F.bilinear's call
+    ([(2, 3)] * 3, [], [], [], [1]),
+    ([(3, 4), (2, 4), (2, 3)], [0], [1], [2], []),
+])
+def test_trilinear_matches_aten(shapes, e1, e2, e3, sumdim):
+    i1, i2, i3 = (torch.randn(*s) for s in shapes)
+    theirs = torch.ops.aten._trilinear(i1, i2, i3, e1, e2, e3, sumdim)
+    ours = _trilinear(i1, i2, i3, e1, e2, e3, sumdim)
+    assert ours.shape == theirs.shape and torch.allclose(ours, theirs, atol=1e-5)
+
+
+class _Cumulative(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp, self.gate, self.out = nn.Linear(5, 6), nn.Linear(6, 6), nn.Linear(12, 1)
+
+    def forward(self, x):
+        h = self.inp(x)
+        decay = torch.sigmoid(self.gate(h)).cumprod(dim=1)
+        return self.out(torch.cat([decay * h, torch.logcumsumexp(h * 3, dim=1)], -1)).squeeze(-1)
+
+
+class _Bilinear(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.bil, self.out = nn.Linear(5, 4), nn.Bilinear(4, 3, 6), nn.Linear(6, 2)
+
+    def forward(self, x, y):
+        return self.out(torch.tanh(self.bil(self.a(x), y)))
+
+
+@pytest.mark.parametrize("case", ["cumulative", "bilinear"])
+def test_steps_match_pytorch(case):
+    pytest.importorskip("tvm")
+    from roam_tvm.frontend import Adam
+    from test_numerics import compare_step
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    if case == "cumulative":
+        model, inputs = _Cumulative(), (torch.randn(2, 7, 5, generator=g),)
+        targets = (torch.randn(2, 7, generator=g),)
+    else:
+        model, inputs = _Bilinear(), (torch.randn(6, 5, generator=g), torch.randn(6, 3, generator=g))
+        targets = (torch.randint(0, 2, (6,), generator=g),)
+    compare_step(model, inputs, targets, "mse" if case == "cumulative" else "cross_entropy", Adam(lr=0.01))
