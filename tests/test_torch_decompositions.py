@@ -1,7 +1,8 @@
-"""``nn.Bilinear`` (``aten._trilinear``), ``torch.logcumsumexp`` and ``torch.cumprod``: TVM 0.27 has no
-converter for the first two and no gradient for ``relax.cumprod``; each is decomposed at the torch level
-(``frontend/torch_decompositions.py``). The decompositions against torch's ops (values, gradients,
-zeros in a product, a range of 500 in a log-sum), and whole steps against PyTorch's."""
+"""``nn.Bilinear`` (``aten._trilinear``), ``torch.logcumsumexp``, ``torch.cdist`` (``aten._cdist_forward``)
+and ``torch.cumprod``: TVM 0.27 has no converter for the first three and no gradient for ``relax.cumprod``;
+each is decomposed at the torch level (``frontend/torch_decompositions.py``). The decompositions against
+torch's ops (values, gradients, zeros in a product, a range of 500 in a log-sum, zero distances), and
+whole steps against PyTorch's."""
 from __future__ import annotations
 
 import pytest
@@ -10,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
 
-from roam_tvm.frontend.torch_decompositions import _cumprod, _logcumsumexp, _trilinear  # noqa: E402
+from roam_tvm.frontend.torch_decompositions import _cdist, _cumprod, _logcumsumexp, _trilinear  # noqa: E402
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
@@ -48,6 +49,22 @@ def test_trilinear_matches_aten(shapes, e1, e2, e3, sumdim):
     assert ours.shape == theirs.shape and torch.allclose(ours, theirs, atol=1e-5)
 
 
+@pytest.mark.parametrize("p", [2.0, 1.0, 0.5, 3.0, float("inf")])
+def test_cdist_matches_torch_with_zero_distances(p):
+    a = torch.randn(2, 5, 3, dtype=torch.float64)
+    b = torch.randn(2, 4, 3, dtype=torch.float64)
+    b[:, 0] = a[:, 1]  # a zero distance
+    b[:, 2, 0] = a[:, 3, 0]  # a zero difference in one coordinate
+    a.requires_grad_()
+    b.requires_grad_()
+    theirs = torch.cdist(a, b, p=p, compute_mode="donot_use_mm_for_euclid_dist")
+    ours = _cdist(a, b, p)
+    assert torch.allclose(ours, theirs)
+    g = torch.randn_like(theirs)
+    for x, y in zip(torch.autograd.grad((ours * g).sum(), (a, b)), torch.autograd.grad((theirs * g).sum(), (a, b))):
+        assert torch.allclose(x, y) and not x.isnan().any()
+
+
 class _Cumulative(nn.Module):
     def __init__(self):
         super().__init__()
@@ -68,7 +85,19 @@ class _Bilinear(nn.Module):
         return self.out(torch.tanh(self.bil(self.a(x), y)))
 
 
-@pytest.mark.parametrize("case", ["cumulative", "bilinear"])
+class _Distances(nn.Module):
+    """A contrastive-style loss on ``cdist(e, e)`` (zero diagonal) and a VQ's L1 codebook distances."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc, self.codes = nn.Linear(5, 4), nn.Parameter(torch.randn(6, 4))
+
+    def forward(self, x):
+        e = self.enc(x)
+        return torch.cat([torch.cdist(e, e), torch.cdist(e, self.codes, p=1.0)], -1)
+
+
+@pytest.mark.parametrize("case", ["cumulative", "bilinear", "distances"])
 def test_steps_match_pytorch(case):
     pytest.importorskip("tvm")
     from roam_tvm.frontend import Adam
@@ -79,7 +108,10 @@ def test_steps_match_pytorch(case):
     if case == "cumulative":
         model, inputs = _Cumulative(), (torch.randn(2, 7, 5, generator=g),)
         targets = (torch.randn(2, 7, generator=g),)
-    else:
+    elif case == "bilinear":
         model, inputs = _Bilinear(), (torch.randn(6, 5, generator=g), torch.randn(6, 3, generator=g))
         targets = (torch.randint(0, 2, (6,), generator=g),)
-    compare_step(model, inputs, targets, "mse" if case == "cumulative" else "cross_entropy", Adam(lr=0.01))
+    else:
+        model, inputs = _Distances(), (torch.randn(7, 5, generator=g),)
+        targets = (torch.randn(7, 13, generator=g),)
+    compare_step(model, inputs, targets, "cross_entropy" if case == "bilinear" else "mse", Adam(lr=0.01))

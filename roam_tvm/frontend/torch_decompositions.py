@@ -13,6 +13,10 @@ and keeps to ops that import and have gradients.
 * ``aten.cumprod`` (TVM 0.27's ``relax.cumprod`` has no gradient): the same scan of products,
   padded with ones. Its gradient is exact where inputs are zero, which ``cumsum(g * y) / x``
   would divide by.
+* ``aten._cdist_forward`` (``torch.cdist`` where torch does not itself expand it into matrix
+  products: a p-norm other than 2, or at most 25 points a side): the p-norm of the broadcast
+  differences, whose gradient is zero where a distance is zero, as torch's ``_cdist_backward``
+  makes it (``cdist(x, x)``'s diagonal; a plain ``sqrt`` would give NaN there).
 """
 from __future__ import annotations
 
@@ -79,7 +83,29 @@ def _cumprod(x: torch.Tensor, dim: int, dtype=None) -> torch.Tensor:
     return _scan(x, dim, torch.mul, 1)
 
 
-EXTRA_DECOMPOSITIONS = {torch.ops.aten._trilinear.default: _trilinear,
+def _cdist(x1: torch.Tensor, x2: torch.Tensor, p: float, compute_mode=None) -> torch.Tensor:
+    """``[..., P, R]`` p-norm distances between the rows of ``x1`` ``[..., P, M]`` and ``x2`` ``[..., R, M]``."""
+    diff = (x1.unsqueeze(-2) - x2.unsqueeze(-3)).abs()
+    if p == 0:
+        return (diff != 0).to(x1.dtype).sum(-1)
+    if p == float("inf"):
+        return diff.amax(-1)
+    if p == 1:
+        return diff.sum(-1)
+    powered = _pow_zero_safe(diff, p).sum(-1)
+    return _pow_zero_safe(powered, 1.0 / p)
+
+
+def _pow_zero_safe(x: torch.Tensor, p: float) -> torch.Tensor:
+    """``x ** p`` for ``x >= 0``, with gradient zero where ``x`` is zero (for ``p < 1`` the power's
+    own gradient is infinite there, and a NaN once multiplied by zero)."""
+    positive = x > 0
+    powered = torch.where(positive, x, torch.ones_like(x)).pow(p)
+    return torch.where(positive, powered, torch.zeros_like(powered))
+
+
+EXTRA_DECOMPOSITIONS = {torch.ops.aten._cdist_forward.default: _cdist,
+                        torch.ops.aten._trilinear.default: _trilinear,
                         torch.ops.aten.logcumsumexp.default: _logcumsumexp,
                         torch.ops.aten.cumprod.default: _cumprod}
 
