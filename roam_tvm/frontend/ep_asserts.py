@@ -29,13 +29,19 @@ def _assert_targets():
 
 
 def _erase_unused_scalars(graph, nodes) -> None:
-    """Erase the scalar nodes (sizes, comparisons) that only fed erased assertions, and theirs."""
+    """Erase the scalar nodes (sizes, comparisons) that only fed erased assertions, and theirs; and
+    the tensors that only fed those, when computing them has no side effect (a value check's
+    ``(var < 0).any()`` whose outcome was replayed, value_checks.py)."""
     import torch
 
     stack = list(nodes)
     while stack:
         node = stack.pop()
-        if node.op != "call_function" or node.users or isinstance(node.meta.get("val"), torch.Tensor):
+        if node.op != "call_function" or node.users:
+            continue
+        if isinstance(node.meta.get("val"), torch.Tensor) and (
+                node.is_impure() or not isinstance(node.target, torch._ops.OpOverload)
+                or node.target._schema.is_mutable):
             continue
         stack.extend(node.all_input_nodes)
         graph.erase_node(node)

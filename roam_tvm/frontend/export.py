@@ -21,6 +21,7 @@ from .custom_functions import check_backwards, record_functions
 from .dense_dispatch import dense_dispatch, warn_dense
 from .drop_path import stochastic_depth_off, warn_stochastic_depth
 from .traceable_ops import traceable_functionals
+from .value_checks import ValueChecks, record_checks, warn_checks, watch_value_checks
 
 
 def with_loss(model, n_inputs: int, loss_fn: Callable):
@@ -152,15 +153,20 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
         # drop-path modules: the identity while traced and checked, as dropout is
         dropped_paths = restore.enter_context(stochastic_depth_off(model))
         settle_dynamic_rope(model, example_inputs)  # dynamic RoPE's update, fixed by the static shapes
-        with warnings.catch_warnings(), exportable_experts(model), noop_module_casts(), \
-                mask_hint_from_caller(), traceable_functionals(), traceable_packed_sequences(), \
-                static_rope_updates(model), default_encoder_masks(model), complex_as_pairs(model), \
-                count_checkpoints() as ckpts, dense_dispatch() as dense, record_functions() as functions:
-            warnings.simplefilter("ignore")
-            ep = torch.export.export(wrapped, example_inputs + targets, strict=False,
-                                     dynamic_shapes=ds)
-        # in training mode, as traced; a failure here is the check's, not the trace's
         args = example_inputs + targets
+        checks = ValueChecks()
+        for attempt in range(_CHECK_ATTEMPTS):
+            try:
+                ep, ckpts, dense, functions = _export(wrapped, model, args, ds, checks)
+                break
+            except Exception:
+                # value checks met in the trace (assert / if ... raise): their outcome on the example,
+                # then trace again with it (value_checks.py)
+                if attempt + 1 == _CHECK_ATTEMPTS or not checks.pending - checks.outcomes.keys():
+                    raise
+            _eager_check("the value checks of its forward (assert / if ... raise on tensor values)",
+                         record_checks, lambda: wrapped(*args), model, checks)
+        # in training mode, as traced; a failure here is the check's, not the trace's
         _eager_check("its value-sized selections traced dense (the model run with and without them)",
                      dense.check, wrapped, args, type(model).__name__)
         _eager_check(f"the backward of its autograd.Function(s) {', '.join(c.__qualname__ for c in functions)} "
@@ -178,4 +184,24 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
     warn_checkpoints(ckpts, type(model).__name__)  # traced as the plain forward: no recomputation
     warn_dense(dense, type(model).__name__)
     warn_stochastic_depth(dropped_paths, type(model).__name__)
+    warn_checks(checks, type(model).__name__)
     return ep
+
+
+#: Traces of one export: the first, and one more per round of newly met value checks.
+_CHECK_ATTEMPTS = 3
+
+
+def _export(wrapped, model, args: tuple, ds, checks: ValueChecks):
+    """One ``torch.export`` of ``wrapped(*args)`` with the frontend's tracing helpers active; also
+    the checkpoint count, the dense-dispatch record and the custom functions it met."""
+    import torch
+
+    with warnings.catch_warnings(), exportable_experts(model), noop_module_casts(), \
+            mask_hint_from_caller(), traceable_functionals(), traceable_packed_sequences(), \
+            static_rope_updates(model), default_encoder_masks(model), complex_as_pairs(model), \
+            count_checkpoints() as ckpts, dense_dispatch() as dense, record_functions() as functions, \
+            watch_value_checks(checks):
+        warnings.simplefilter("ignore")
+        ep = torch.export.export(wrapped, args, strict=False, dynamic_shapes=ds)
+    return ep, ckpts, dense, functions
