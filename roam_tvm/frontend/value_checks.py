@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import inspect
+import logging
 import sys
 import textwrap
 import warnings
@@ -108,8 +109,16 @@ def watch_value_checks(checks: ValueChecks) -> Iterator[ValueChecks]:
             checks.pending.add((file, line))
             raise
 
-    with _bool_hook(hook):
-        yield checks
+    # torch logs a warning for each replayed check's unbacked value ("Unable to find user code"):
+    # the check is named once, by warn_checks
+    shapes_log = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+    level = shapes_log.level
+    shapes_log.setLevel(logging.ERROR)
+    try:
+        with _bool_hook(hook):
+            yield checks
+    finally:
+        shapes_log.setLevel(level)
 
 
 def record_checks(run: Callable[[], object], module, checks: ValueChecks) -> None:
