@@ -12,6 +12,7 @@ from tvm import relax
 
 from .converters import CONVERTERS
 from .ep_asserts import decompose_without_asserts
+from .no_grad_regions import detach_no_grad_outputs
 from .errors import FrontendError, ImportError_
 from .precision import mixed_norm
 from .torch_params import is_meta
@@ -87,6 +88,7 @@ def _import_ep(ep, meta: bool) -> tvm.IRModule:
     from tvm.relax.frontend.torch import from_exported_program
 
     views_as_reshapes(ep)  # decompositions may change strides a traced view relied on
+    detach_no_grad_outputs(ep)  # the decompositions inline no_grad blocks and lose their grad mode
     ep, decomposed = decompose_without_asserts(ep)  # torch's run-time value checks out
     with _patched_importer(ep, meta):
         mod = from_exported_program(ep, run_ep_decomposition=not decomposed, keep_params_as_input=True,
