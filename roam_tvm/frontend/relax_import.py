@@ -12,6 +12,7 @@ from tvm import relax
 
 from .converters import CONVERTERS
 from .ep_asserts import decompose_without_asserts
+from .mutated_buffers import carry_mutated_buffers
 from .no_grad_regions import detach_no_grad_outputs
 from .errors import FrontendError, ImportError_
 from .precision import mixed_norm
@@ -83,21 +84,25 @@ def _patched_importer(ep, meta: bool):
         for obj, name, value in reversed(patches):
             setattr(obj, name, value)
 
-def _import_ep(ep, meta: bool) -> tvm.IRModule:
+def _import_ep(ep, meta: bool, handled_buffers: set) -> tuple[tvm.IRModule, list]:
     from tvm.relax.frontend import detach_params
     from tvm.relax.frontend.torch import from_exported_program
 
     views_as_reshapes(ep)  # decompositions may change strides a traced view relied on
     detach_no_grad_outputs(ep)  # the decompositions inline no_grad blocks and lose their grad mode
     ep, decomposed = decompose_without_asserts(ep)  # torch's run-time value checks out
+    carried = []
+    if decomposed:  # buffer updates are outputs once functionalised
+        ep, carried = carry_mutated_buffers(ep, handled_buffers)
     with _patched_importer(ep, meta):
         mod = from_exported_program(ep, run_ep_decomposition=not decomposed, keep_params_as_input=True,
                                     unwrap_unit_return_tuple=True,
                                     custom_convert_map=CONVERTERS)
     mod, _ = detach_params(mod)
-    return mod
+    return mod, carried
 
-def import_exported(ep, meta: bool, model_name: str) -> relax.Function:
+def import_exported(ep, meta: bool, model_name: str,
+                    handled_buffers: set = frozenset()) -> tuple[relax.Function, list]:
     """The exported program as a Relax function ``main`` (parameters as inputs, no weights).
 
     Parameters
@@ -108,15 +113,21 @@ def import_exported(ep, meta: bool, model_name: str) -> relax.Function:
         The weights are on the ``meta`` device (or fake): import from shapes only.
     model_name : str
         The model's class name, for messages.
+    handled_buffers : set of str
+        Buffers (as the program names them) whose in-place updates the step makes itself (BatchNorm's
+        statistics); every other updated buffer is carried (``mutated_buffers.py``).
 
     Returns
     -------
-    relax.Function
+    (relax.Function, list of (str, str))
+        ``main``, and each carried buffer's ``(parameter name, buffer name)``: ``main`` takes them as
+        inputs and returns their new values after the loss, in this order.
     """
     try:
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return _import_ep(ep, meta)["main"]
+            mod, carried = _import_ep(ep, meta, set(handled_buffers))
+            return mod["main"], carried
     except FrontendError:
         raise
     except Exception as e:  # noqa: BLE001

@@ -23,8 +23,8 @@ from .operand_dtypes import check_operand_dtypes
 from .random_ops import check_random_ops
 from .relax_import import import_exported
 from .step import build_train_step
-from .torch_params import (check_running_stats, exported_names, initial_arrays, input_names, is_meta,
-                           order_params)
+from .torch_params import (bn_buffer_names, check_running_stats, exported_names, initial_arrays, input_names,
+                           is_meta, order_params, strip_prefix)
 from .training_step import TrainingStep
 
 
@@ -118,9 +118,15 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy",
     check_static_sizes(ep)  # before TVM's importer, which fails on them with another message
     names = exported_names(ep, model)
     progress("from_exported_program")
-    func = fix_bindings(import_exported(ep, meta, type(model).__name__))
+    func, carried = import_exported(ep, meta, type(model).__name__, bn_buffer_names(names.bn_specs))
+    func = fix_bindings(func)
     del ep
-    func, param_names, frozen_names, unused = order_params(func, names, model, params)
+    func, param_names, frozen_names, unused = order_params(func, names, model, params,
+                                                           [arg for arg, _ in carried])
+    carry_names = [strip_prefix(buf) for _, buf in carried]
+    if carry_names:
+        progress(f"{len(carry_names)} buffers the forward updates in place are states of the step: "
+                 f"{carry_names[:3]}")
     if unused:
         progress(f"{len(unused)} parameters do not reach the loss and are left out: {unused[:3]}")
     func, bounds = bind_upper_bounds(func, dynamic_shapes)
@@ -130,13 +136,13 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy",
 
     values, bufs = None, {}
     if keep_params and not meta:
-        values, bufs = initial_arrays(model, params, param_names + frozen_names, names.bn_specs)
+        values, bufs = initial_arrays(model, params, param_names + frozen_names, names.bn_specs, carry_names)
     ts = build_train_step(func, input_names=input_names(model, len(example_inputs)),
                           target_names=_target_names(len(targets)),
                           param_names=param_names, frozen_names=frozen_names,
                           optimizer=unscaling(optimizer, scale), bn_specs=names.bn_specs,
                           param_values=values, buffer_values=bufs, meta=meta or not keep_params,
-                          progress=progress, precise_reductions=precise_reductions)
+                          progress=progress, precise_reductions=precise_reductions, carry_names=carry_names)
     ts.meta = meta
     ts.dynamic_bounds = bounds  # under the Dim names the user gave
     if scale != 1.0:

@@ -19,8 +19,18 @@ from .precision import to_numpy
 _PREFIX = "model."
 
 
-def _strip(fqn: str) -> str:
+def strip_prefix(fqn: str) -> str:
+    """A name of the exported program (``model.<fqn>``) as the model names it."""
     return fqn[len(_PREFIX):] if fqn.startswith(_PREFIX) else fqn
+
+
+_strip = strip_prefix
+
+
+def bn_buffer_names(bn_specs: list) -> set:
+    """The exported program's names of the statistics buffers of ``bn_specs`` (the step updates them)."""
+    return {f"{_PREFIX}{spec.name}.{suf}" for spec in bn_specs
+            for suf in ("running_mean", "running_var", "num_batches_tracked")}
 
 
 def is_meta(t) -> bool:
@@ -120,8 +130,9 @@ def exported_names(ep, model) -> ExportedNames:
 
 
 def order_params(func: relax.Function, names: ExportedNames, model,
-                 params: dict) -> tuple[relax.Function, list, list, list]:
-    """Order the forward's parameters: inputs, targets, trainable then frozen parameters.
+                 params: dict, carried: list = ()) -> tuple[relax.Function, list, list, list]:
+    """Order the forward's parameters: inputs, targets, trainable then frozen parameters, then the
+    carried buffers (``carried``: their parameter names, in the order the forward returns them).
 
     Tied weights (e.g. GPT-2's ``wte`` / ``lm_head``) arrive as several Relax parameters for
     one torch parameter: every alias is bound to the canonical var (the name
@@ -168,11 +179,11 @@ def order_params(func: relax.Function, names: ExportedNames, model,
         for other in vs[1:]:
             binds[other] = vs[0]
     extra = [p for p in func.params
-             if p.name not in names.param_fqn and p.name not in names.user_inputs]
+             if p.name not in names.param_fqn and p.name not in names.user_inputs and p.name not in carried]
     if extra:
         raise ImportError_(f"unexpected parameters of the imported function: "
                            f"{[p.name for p in extra][:5]}")
-    order = [by_name[n] for n in names.user_inputs] + keep
+    order = [by_name[n] for n in names.user_inputs] + keep + [by_name[n] for n in carried]
     if binds:
         body = func.bind_params(binds)
         func = relax.Function(list(body.params), body.body, body.ret_ty, True, func.attrs)
@@ -180,8 +191,9 @@ def order_params(func: relax.Function, names: ExportedNames, model,
     return func, param_names, frozen_names, unused
 
 
-def initial_arrays(model, params: dict, names: list, bn_specs: list) -> tuple[dict, dict]:
-    """The parameters' values and the BatchNorm buffers, as numpy arrays by step name.
+def initial_arrays(model, params: dict, names: list, bn_specs: list,
+                   carried: list = ()) -> tuple[dict, dict]:
+    """The parameters' values and the BatchNorm and carried buffers, as numpy arrays by step name.
 
     Parameters
     ----------
@@ -193,6 +205,8 @@ def initial_arrays(model, params: dict, names: list, bn_specs: list) -> tuple[di
         The parameters the step reads.
     bn_specs : list of BNSpec
         The BatchNorm layers whose statistics are states.
+    carried : list of str
+        The other buffers the step carries (``model.named_buffers()`` names).
 
     Returns
     -------
@@ -208,6 +222,9 @@ def initial_arrays(model, params: dict, names: list, bn_specs: list) -> tuple[di
         bufs[f"{spec.name}.running_var"] = to_numpy(m.running_var)
         if spec.track_count:
             bufs[f"{spec.name}.num_batches_tracked"] = to_numpy(m.num_batches_tracked)
+    buffers = dict(model.named_buffers())
+    for name in carried:
+        bufs[name] = to_numpy(buffers[name])
     return values, bufs
 
 
