@@ -83,3 +83,39 @@ def test_broadcast_or_shared_operands_are_left_alone():
     args = [rng.standard_normal(s).astype("float32") for s in [(5, 2, 8), (1, 2, 6), (2, 4), (2, 6)]]
     for got, want in zip(_run_all(after, args), _run_all(LeftAlone, args)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@tvm.script.ir_module
+class AmpWeightGrad:
+    """Under AMP the batched product is rounded to bf16 and back before the sum."""
+
+    @R.function
+    def main(x: R.Tensor((5, 2, 8), "bfloat16"), g: R.Tensor((5, 2, 6), "bfloat16")):
+        with R.dataflow():
+            xt = R.permute_dims(x, [0, 2, 1])
+            per_step = R.matmul(xt, g, out_dtype="float32")
+            low = R.astype(per_step, "bfloat16")
+            high = R.astype(low, "float32")
+            w = R.collapse_sum_to(high, R.shape([8, 6]))
+            R.output(w)
+        return w
+
+
+@tvm.script.ir_module
+class AmpWeightGradMerged:
+    @R.function
+    def main(x: R.Tensor((5, 2, 8), "bfloat16"), g: R.Tensor((5, 2, 6), "bfloat16")):
+        with R.dataflow():
+            x2 = R.reshape(x, R.shape([10, 8]))
+            g2 = R.reshape(g, R.shape([10, 6]))
+            xt = R.permute_dims(x2)
+            total = R.matmul(xt, g2, out_dtype="float32")
+            low = R.astype(total, "bfloat16")
+            w = R.astype(low, "float32")
+            R.output(w)
+        return w
+
+
+def test_casts_between_product_and_sum_are_applied_to_the_one_product():
+    after = relax.transform.DeadCodeElimination()(MergeBatchedWeightGrads()(AmpWeightGrad))
+    tvm.ir.assert_structural_equal(after, AmpWeightGradMerged)

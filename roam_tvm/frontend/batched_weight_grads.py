@@ -9,7 +9,9 @@ batched temporary; the reshapes of these contiguous tensors are views.
 
 ``MergeBatchedWeightGrads`` rewrites ``collapse_sum_to(matmul(permute_dims(x), g), (M, N))``
 when ``x`` is ``(..., K, M)`` and ``g`` is ``(..., K, N)`` with the same static leading
-dimensions, the transpose swaps the last two axes, and every leading dimension is summed.
+dimensions, the transpose swaps the last two axes, and every leading dimension is summed;
+also through ``astype`` casts between the product and the sum (AMP rounds the batched product to
+bf16 and back: a ``T``-fold float32 temporary), which are then applied to the one 2-D product.
 The sum is associated differently (within float rounding). It runs before ``FuseNTMatmul``,
 which turns the 2-D product into one TN kernel; run ``DeadCodeElimination`` after it.
 """
@@ -44,10 +46,20 @@ class _Merger(relax.PyExprMutator):
             return None
         return x
 
+    def _through_casts(self, var) -> tuple[object, list]:
+        """The value under a chain of ``astype`` bindings from ``var``, and the chain's dtypes (outermost
+        last): under AMP the batched product is rounded to bf16 and back before the sum."""
+        casts = []
+        value = self.lookup_binding(var)
+        while _op(value, "relax.astype") and isinstance(value.args[0], relax.Var):
+            casts.append(str(value.attrs.dtype))
+            value = self.lookup_binding(value.args[0])
+        return value, casts[::-1]
+
     def visit_call_(self, call: relax.Call) -> relax.Expr:
         if not _op(call, "relax.collapse_sum_to") or not isinstance(call.args[0], relax.Var):
             return super().visit_call_(call)
-        product = self.lookup_binding(call.args[0])
+        product, casts = self._through_casts(call.args[0])
         target = shape_tuple(call)
         if not _op(product, "relax.matmul") or target is None or len(target) != 2:
             return super().visit_call_(call)
@@ -64,7 +76,10 @@ class _Merger(relax.PyExprMutator):
         x2 = self.builder_.emit(relax.op.reshape(self.visit_expr(x), (rows, xs[-1])))
         g2 = self.builder_.emit(relax.op.reshape(self.visit_expr(g), (rows, gs[-1])))
         xt = self.builder_.emit(relax.op.permute_dims(x2))
-        return relax.op.matmul(xt, g2, out_dtype=product.attrs.out_dtype)
+        out = relax.op.matmul(xt, g2, out_dtype=product.attrs.out_dtype)
+        for dtype in casts:  # the same roundings, once on the sum (as PyTorch's one product rounds)
+            out = relax.op.astype(self.builder_.emit(out), dtype)
+        return out
 
 
 @tvm.transform.module_pass(opt_level=0, name="MergeBatchedWeightGrads")
