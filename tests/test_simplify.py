@@ -140,3 +140,40 @@ def test_weight_broadcast_over_time_steps_is_dropped():
         outs.append([o.numpy() for o in vm["main"](*[tvm.runtime.tensor(a) for a in args])])
     for a, b in zip(*outs):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+@R.function
+def flattened_weight_broadcast(a: R.Tensor((4, 8, 16), "float32"), w: R.Tensor((96, 16), "float32"),
+                               u: R.Tensor((2, 16, 96), "float32")):
+    # torch's matmul of a non-contiguous [2, 2, 8, 16] activation by a weight: the weight expanded to
+    # every batch index and flattened with them; a 3-D operand broadcast the same way is left alone
+    with R.dataflow():
+        wt = R.permute_dims(w, axes=[1, 0])
+        wide = R.broadcast_to(wt, R.shape([2, 2, 16, 96]))
+        flat = R.reshape(wide, R.shape([4, 16, 96]))
+        y = R.matmul(a, flat)
+        wide3 = R.broadcast_to(u, R.shape([2, 2, 16, 96]))
+        flat3 = R.reshape(wide3, R.shape([4, 16, 96]))
+        z = R.matmul(a, flat3)
+        R.output(y, z)
+    return (y, z)
+
+
+@R.function
+def flattened_weight_broadcast_expected(a: R.Tensor((4, 8, 16), "float32"), w: R.Tensor((96, 16), "float32"),
+                                        u: R.Tensor((2, 16, 96), "float32")):
+    with R.dataflow():
+        wt = R.permute_dims(w, axes=[1, 0])
+        y = R.matmul(a, wt)
+        wide3 = R.broadcast_to(u, R.shape([2, 2, 16, 96]))
+        flat3 = R.reshape(wide3, R.shape([4, 16, 96]))
+        z = R.matmul(a, flat3)
+        R.output(y, z)
+    return (y, z)
+
+
+def test_weight_broadcast_flattened_with_the_batch_is_dropped():
+    from roam_tvm.frontend.simplify import drop_matmul_weight_broadcasts
+
+    got = drop_matmul_weight_broadcasts(flattened_weight_broadcast)
+    tvm.ir.assert_structural_equal(_clean(got), _clean(flattened_weight_broadcast_expected))

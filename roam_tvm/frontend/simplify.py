@@ -19,6 +19,8 @@ backward. ``drop_matmul_weight_broadcasts`` multiplies by the 2-D weight itself,
 """
 from __future__ import annotations
 
+import math
+
 import tvm
 from tvm import relax
 from tvm.relax.dpl import is_op, rewrite_call, wildcard
@@ -41,19 +43,30 @@ def drop_noop_broadcasts(func: relax.Function) -> relax.Function:
 
 def drop_matmul_weight_broadcasts(func: relax.Function) -> relax.Function:
     """``matmul(a, broadcast_to(w, (*batch, K, N)))`` with a 2-D ``w`` of shape ``(K, N)`` and
-    ``a`` of batch dims ``batch`` becomes ``matmul(a, w)`` (same result, no broadcast copy)."""
+    ``a`` of batch dims ``batch`` becomes ``matmul(a, w)`` (same result, no broadcast copy).
+
+    Also through a reshape that flattens the batch dims, ``matmul(a, reshape(broadcast_to(w,
+    (*batch, K, N)), (P, K, N)))`` with ``a`` of shape ``(P, T, K)``: torch's ``matmul`` of a
+    non-contiguous N-D activation by a weight (ProphetNet's ``lm_head`` on a 4-D view of a slice) runs
+    ``bmm`` on the weight expanded to every batch index, a stride-0 view in eager and ``P`` copies here.
+    """
     a, w = wildcard(), wildcard()
     bcast = is_op("relax.broadcast_to")(w, wildcard())
-    pattern = is_op("relax.matmul")(a, bcast)
+    flat = is_op("relax.reshape")(bcast, wildcard())
+    pattern = is_op("relax.matmul")(a, bcast) | is_op("relax.matmul")(a, flat)
 
     def rewrite(expr, matches):
         a_shape, w_shape = shape_tuple(matches[a]), shape_tuple(matches[w])
         b_shape = shape_tuple(matches[bcast])
         if None in (a_shape, w_shape, b_shape) or len(w_shape) != 2 or len(a_shape) < 3:
             return expr
-        if b_shape[-2:] != w_shape or a_shape[:-2] != b_shape[:-2]:
+        if b_shape[-2:] != w_shape or matches[w].ty.dtype != matches[bcast].ty.dtype:
             return expr
-        if matches[w].ty.dtype != matches[bcast].ty.dtype:
+        if flat in matches:  # the batch dims flattened into one, as a's
+            if shape_tuple(matches[flat]) != (math.prod(b_shape[:-2]), *w_shape) or len(a_shape) != 3 \
+                    or a_shape[0] != math.prod(b_shape[:-2]):
+                return expr
+        elif a_shape[:-2] != b_shape[:-2]:
             return expr
         return relax.op.matmul(matches[a], matches[w], out_dtype=expr.attrs.out_dtype)
 
