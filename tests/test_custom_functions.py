@@ -108,7 +108,25 @@ def test_failing_eager_backward_names_the_check_not_the_trace():
     assert "CUDA kernel only" in msg and "could not trace" not in msg
 
 
-@pytest.mark.parametrize("fn", [Swish, ScaledTanh])
+class MaskedSoftmax(torch.autograd.Function):
+    """SEW-D / DeBERTa's XSoftmax: the forward zeroes the masked outputs of its softmax in place, so
+    autodiff of the inlined forward (the check's reference) meets a saved tensor written after saving."""
+
+    @staticmethod
+    def forward(ctx, x):
+        mask = x < -1.0
+        out = torch.softmax(x.masked_fill(mask, float("-inf")), -1)
+        out.masked_fill_(mask, 0.0)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        out, = ctx.saved_tensors
+        return out * (g - (g * out).sum(-1, keepdim=True))
+
+
+@pytest.mark.parametrize("fn", [Swish, ScaledTanh, MaskedSoftmax])
 def test_true_gradient_backward_trains_as_pytorch(fn):
     model, x, y = _made(fn)
     compare_step(model, x, y, "cross_entropy", SGD(lr=1.0))
