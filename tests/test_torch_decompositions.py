@@ -1,5 +1,5 @@
-"""``nn.Bilinear`` (``aten._trilinear``), ``torch.logcumsumexp``, ``torch.cdist`` (``aten._cdist_forward``)
-and ``torch.cumprod``: TVM 0.27 has no converter for the first three and no gradient for ``relax.cumprod``;
+"""``nn.Bilinear`` (``aten._trilinear``), ``torch.logcumsumexp``, ``torch.cdist`` (``aten._cdist_forward``),
+``Tensor.unfold`` and ``torch.cumprod``: TVM 0.27 has no converter for the first four and no gradient for ``relax.cumprod``;
 each is decomposed at the torch level (``frontend/torch_decompositions.py``). The decompositions against
 torch's ops (values, gradients, zeros in a product, a range of 500 in a log-sum, zero distances), and
 whole steps against PyTorch's."""
@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
 
-from roam_tvm.frontend.torch_decompositions import _cdist, _cumprod, _logcumsumexp, _trilinear  # noqa: E402
+from roam_tvm.frontend.torch_decompositions import _cdist, _cumprod, _logcumsumexp, _trilinear, _unfold  # noqa: E402
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
@@ -65,6 +65,28 @@ def test_cdist_matches_torch_with_zero_distances(p):
         assert torch.allclose(x, y) and not x.isnan().any()
 
 
+@pytest.mark.parametrize("shape, dim, size, step", [((2, 10, 3), 1, 4, 2), ((2, 10, 3), -2, 3, 3),
+                                                    ((5,), 0, 2, 1), ((4, 6), 0, 2, 3)])
+def test_unfold_matches_torch(shape, dim, size, step):
+    x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+    theirs, ours = x.unfold(dim, size, step), _unfold(x, dim, size, step)
+    assert ours.shape == theirs.shape and torch.equal(ours, theirs)
+    g = torch.randn_like(theirs)  # overlapping windows: the gradient sums
+    assert torch.allclose(torch.autograd.grad((ours * g).sum(), x)[0], torch.autograd.grad((theirs * g).sum(), x)[0])
+
+
+class _Patches(nn.Module):
+    """PatchTST-style: overlapping patches of a series, embedded and pooled."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed, self.head = nn.Linear(4, 8), nn.Linear(8, 2)
+
+    def forward(self, x):  # [B, T, C]
+        patches = x.unfold(1, 4, 2)  # [B, n, C, 4]
+        return self.head(torch.relu(self.embed(patches)).mean((1, 2)))
+
+
 class _Cumulative(nn.Module):
     def __init__(self):
         super().__init__()
@@ -97,7 +119,7 @@ class _Distances(nn.Module):
         return torch.cat([torch.cdist(e, e), torch.cdist(e, self.codes, p=1.0)], -1)
 
 
-@pytest.mark.parametrize("case", ["cumulative", "bilinear", "distances"])
+@pytest.mark.parametrize("case", ["cumulative", "bilinear", "distances", "patches"])
 def test_steps_match_pytorch(case):
     pytest.importorskip("tvm")
     from roam_tvm.frontend import Adam
@@ -111,7 +133,11 @@ def test_steps_match_pytorch(case):
     elif case == "bilinear":
         model, inputs = _Bilinear(), (torch.randn(6, 5, generator=g), torch.randn(6, 3, generator=g))
         targets = (torch.randint(0, 2, (6,), generator=g),)
-    else:
+    elif case == "distances":
         model, inputs = _Distances(), (torch.randn(7, 5, generator=g),)
         targets = (torch.randn(7, 13, generator=g),)
-    compare_step(model, inputs, targets, "cross_entropy" if case == "bilinear" else "mse", Adam(lr=0.01))
+    else:
+        model, inputs = _Patches(), (torch.randn(3, 11, 2, generator=g),)
+        targets = (torch.randint(0, 2, (3,), generator=g),)
+    compare_step(model, inputs, targets, "mse" if case in ("cumulative", "distances") else "cross_entropy",
+                 Adam(lr=0.01))

@@ -17,6 +17,8 @@ and keeps to ops that import and have gradients.
   products: a p-norm other than 2, or at most 25 points a side): the p-norm of the broadcast
   differences, whose gradient is zero where a distance is zero, as torch's ``_cdist_backward``
   makes it (``cdist(x, x)``'s diagonal; a plain ``sqrt`` would give NaN there).
+* ``aten.unfold`` (``Tensor.unfold``: PatchTST's and other time-series models' sliding patches): one
+  ``index_select`` of every window's positions, its gradient summing where windows overlap.
 """
 from __future__ import annotations
 
@@ -104,7 +106,20 @@ def _pow_zero_safe(x: torch.Tensor, p: float) -> torch.Tensor:
     return torch.where(positive, powered, torch.zeros_like(powered))
 
 
-EXTRA_DECOMPOSITIONS = {torch.ops.aten._cdist_forward.default: _cdist,
+def _unfold(x: torch.Tensor, dimension: int, size: int, step: int) -> torch.Tensor:
+    """``x.unfold(dimension, size, step)``: windows along ``dimension``, each window's elements last."""
+    if x.dim() == 0:
+        return x.reshape(1)
+    dim = dimension % x.dim()
+    count = (x.shape[dim] - size) // step + 1
+    starts = torch.arange(count, device=x.device) * step
+    positions = (starts[:, None] + torch.arange(size, device=x.device)[None, :]).reshape(-1)
+    windows = x.index_select(dim, positions).unflatten(dim, (count, size))
+    return windows.movedim(dim + 1, -1)
+
+
+EXTRA_DECOMPOSITIONS = {torch.ops.aten.unfold.default: _unfold,
+                        torch.ops.aten._cdist_forward.default: _cdist,
                         torch.ops.aten._trilinear.default: _trilinear,
                         torch.ops.aten.logcumsumexp.default: _logcumsumexp,
                         torch.ops.aten.cumprod.default: _cumprod}
