@@ -94,3 +94,23 @@ class _Failing(nn.Module):
 def test_a_check_the_example_fails_is_an_error():
     with pytest.raises(FrontendError, match="expected some negative inputs"):
         from_torch(_Failing(), (torch.rand(8, 6),), (torch.randn(8, 2),), loss="mse")
+
+
+class _ClampsData(nn.Module):
+    """Gemma3n's AltUp: a parameter clipped through ``.data`` inside the forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 2, bias=False)
+
+    def forward(self, x):
+        if self.training:
+            self.lin.weight.data.clamp_(-10.0, 10.0)
+        return self.lin(x)
+
+
+def test_a_parameter_written_through_data_names_the_way_out():
+    from roam_tvm.frontend.errors import TraceError
+
+    with pytest.raises(TraceError, match=r"writes a parameter through \.data.*after the\s+optimizer step"):
+        from_torch(_ClampsData(), (torch.randn(4, 6),), (torch.randn(4, 2),), loss="mse")

@@ -77,6 +77,10 @@ def _trace_error(model, e: Exception) -> TraceError:
     if hint and "layerdrop" in frame:  # a random layer skip (NLLB-MoE defaults to 0.05): a branch on a draw
         hint = (" The forward skips layers at random (LayerDrop): set the config's encoder_layerdrop / "
                 "decoder_layerdrop (or layerdrop) to 0.0 for the import.")
+    if "fake tensor in the exported program constant" in first:  # e.g. Gemma3n's weight.data.clamp_()
+        hint = (" The forward most likely writes a parameter through .data (e.g. weight.data.clamp_(), "
+                "Gemma3n's AltUp coefficient clip), which torch.export cannot trace: do that after the "
+                "optimizer step instead, or turn it off for the import (Gemma3n: altup_coef_clip=None).")
     return TraceError(
         f"torch.export could not trace {type(model).__name__} with its loss: "
         f"{type(e).__name__}: {first[:400]}{frame}.{hint} Make the forward traceable (no data-dependent "
