@@ -92,6 +92,24 @@ ROWS.update({name: "kinds_s16_nn.py" for name in (
     "lit_llama", "hand_t5", "moe_gather_weights", "moe_dense_einsum", "lstm_learned_init", "gru_tagger_bf16",
     "hand_swin", "densenet_frozen_block", "cnn_interpolate_seg", "vit_mha", "moe_bincount_aux", "gshard_capacity",
     "sort_dispatch", "lstm_regression", "odd_sizes_cnn")})
+ROWS.update({name: "kinds_s17.py" for name in (
+    "bitnet", "persimmon", "codegen", "gpt_neo", "xglm", "gemma3n_text", "qwen3_next", "minimax", "kimi_linear",
+    "xlstm", "longcat_flash", "minimax_m2", "nemotron_h", "prophetnet", "pegasus_x", "led", "m2m100",
+    "speech2text", "deberta", "mobilebert", "canine", "modernbert", "bit", "cvt", "hiera", "swiftformer",
+    "mobilevitv2", "hgnet_v2", "dinov3_vit", "sew_d", "ast", "parakeet_ctc", "gemma3n_text_noclip", "yoso",
+    "zamba", "patchtst_cls", "dinov3_vit_norescale", "gemma3n_text_plain", "deepseek_v32", "musicgen",
+    "gemma4_text", "qwen3_5_text", "olmo_hybrid", "hrm_text", "flint", "zaya")})
+ROWS.update({name: "kinds_s17_nn.py" for name in (
+    "encoder_key_padding", "encoder_causal_mask", "sdpa_causal", "sdpa_float_mask", "einsum_attention",
+    "baddbmm_attention", "rope_complex_bf16", "weight_norm_mlp", "spectral_norm_disc", "containers_layer_scale",
+    "shared_weights", "cumulative_ops", "where_normalize", "glu_bilinear_prelu", "conformer", "conformer_bf16",
+    "bce_pos_weight", "kl_div_log_target", "huber_smooth_l1", "nll_weighted_ignore", "cosine_margin_ranking",
+    "focal_loss", "mse_sum", "bert_token_cls", "bert_qa", "roberta_multiple_choice", "bert_regression",
+    "distilbert_multilabel", "gpt_neox_padded_labels", "bart_labels_decoder_ids", "bert_token_cls_bf16",
+    "bert_cls_frozen_encoder", "encoder_key_padding_bf16", "simsiam_no_grad", "ema_vq_codebook", "fake_quant_qat",
+    "soft_target_ce", "soft_target_named_ce", "gaussian_poisson_nll", "multi_margin_softmargin",
+    "orthogonal_param", "full_transformer_masks", "sdpa_causal_fp16", "mha_bf16", "compiled_module",
+    "llama_seqcls_padded", "bert_pretraining", "wav2vec2_ctc")})
 # rows that run a factory of ROWS with extra compare flags: row -> (factory, flags)
 VARIANTS = {"t5_small_bf16amp": ("t5_small", ["--precision", "bf16-amp"]),
             "t5_small_fp16amp": ("t5_small", ["--precision", "fp16-amp"]),

@@ -1,5 +1,5 @@
 """``nn.Bilinear`` (``aten._trilinear``), ``torch.logcumsumexp``, ``torch.cdist`` (``aten._cdist_forward``),
-``Tensor.unfold`` and ``torch.cumprod``: TVM 0.27 has no converter for the first four and no gradient for ``relax.cumprod``;
+``Tensor.unfold``, ``torch.erfinv`` and ``torch.cumprod``: TVM 0.27 has no converter for the first five and no gradient for ``relax.cumprod``;
 each is decomposed at the torch level (``frontend/torch_decompositions.py``). The decompositions against
 torch's ops (values, gradients, zeros in a product, a range of 500 in a log-sum, zero distances), and
 whole steps against PyTorch's."""
@@ -11,7 +11,8 @@ torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
 
-from roam_tvm.frontend.torch_decompositions import _cdist, _cumprod, _logcumsumexp, _trilinear, _unfold  # noqa: E402
+from roam_tvm.frontend.torch_decompositions import (_cdist, _cumprod, _erfinv, _logcumsumexp, _trilinear,  # noqa: E402
+                                                     _unfold)
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
@@ -75,6 +76,29 @@ def test_unfold_matches_torch(shape, dim, size, step):
     assert torch.allclose(torch.autograd.grad((ours * g).sum(), x)[0], torch.autograd.grad((theirs * g).sum(), x)[0])
 
 
+def test_erfinv_matches_torch():
+    x = torch.linspace(-0.999999, 0.999999, 20001)
+    assert (torch.erfinv(x) - _erfinv(x)).abs().max() < 1e-6
+    edges = torch.tensor([1.0, -1.0, 0.0, 1.5])
+    assert torch.equal(_erfinv(edges).isnan(), torch.erfinv(edges).isnan())
+    assert torch.equal(_erfinv(edges)[:3], torch.erfinv(edges)[:3])
+    x64 = torch.linspace(-0.99, 0.99, 11, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(_erfinv, (x64,))
+
+
+class _Probit(nn.Module):
+    """Gemma-3n's sparsity threshold (``Normal(0, 1).icdf`` of a constant) and erfinv on activations."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(5, 6), nn.Linear(6, 2)
+
+    def forward(self, x):
+        h = self.a(x)
+        cut = torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(0.8))
+        return self.b(torch.relu(h - cut * h.std(-1, keepdim=True)) + torch.erfinv(0.9 * torch.tanh(h)))
+
+
 class _Patches(nn.Module):
     """PatchTST-style: overlapping patches of a series, embedded and pooled."""
 
@@ -119,7 +143,7 @@ class _Distances(nn.Module):
         return torch.cat([torch.cdist(e, e), torch.cdist(e, self.codes, p=1.0)], -1)
 
 
-@pytest.mark.parametrize("case", ["cumulative", "bilinear", "distances", "patches"])
+@pytest.mark.parametrize("case", ["cumulative", "bilinear", "distances", "patches", "probit"])
 def test_steps_match_pytorch(case):
     pytest.importorskip("tvm")
     from roam_tvm.frontend import Adam
@@ -136,8 +160,11 @@ def test_steps_match_pytorch(case):
     elif case == "distances":
         model, inputs = _Distances(), (torch.randn(7, 5, generator=g),)
         targets = (torch.randn(7, 13, generator=g),)
-    else:
+    elif case == "patches":
         model, inputs = _Patches(), (torch.randn(3, 11, 2, generator=g),)
         targets = (torch.randint(0, 2, (3,), generator=g),)
+    else:
+        model, inputs = _Probit(), (torch.randn(6, 5, generator=g),)
+        targets = (torch.randint(0, 2, (6,), generator=g),)
     compare_step(model, inputs, targets, "mse" if case in ("cumulative", "distances") else "cross_entropy",
                  Adam(lr=0.01))

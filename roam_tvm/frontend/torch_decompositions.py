@@ -17,11 +17,15 @@ and keeps to ops that import and have gradients.
   products: a p-norm other than 2, or at most 25 points a side): the p-norm of the broadcast
   differences, whose gradient is zero where a distance is zero, as torch's ``_cdist_backward``
   makes it (``cdist(x, x)``'s diagonal; a plain ``sqrt`` would give NaN there).
+* ``aten.erfinv`` (``Normal(0, 1).icdf(p)``: Gemma-3n's activation-sparsity threshold): Giles' single-
+  precision approximation, refined by two Newton steps on ``erf``; its gradient is written out,
+  ``sqrt(pi) / 2 * exp(y ** 2)``, rather than differentiated through the iterations.
 * ``aten.unfold`` (``Tensor.unfold``: PatchTST's and other time-series models' sliding patches): one
   ``index_select`` of every window's positions, its gradient summing where windows overlap.
 """
 from __future__ import annotations
 
+import math
 import string
 
 import torch
@@ -118,7 +122,35 @@ def _unfold(x: torch.Tensor, dimension: int, size: int, step: int) -> torch.Tens
     return windows.movedim(dim + 1, -1)
 
 
-EXTRA_DECOMPOSITIONS = {torch.ops.aten.unfold.default: _unfold,
+def _erfinv_guess(x: torch.Tensor) -> torch.Tensor:
+    """M. Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011), single precision."""
+    w = -torch.log((1.0 - x) * (1.0 + x))
+    central, tail = w - 2.5, torch.sqrt(torch.clamp(w, min=5.0)) - 3.0
+    p = 2.81022636e-08
+    for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+              -0.00417768164, 0.246640727, 1.50140941):
+        p = c + p * central
+    q = -0.000200214257
+    for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+              0.00943887047, 1.00167406, 2.83297682):
+        q = c + q * tail
+    return torch.where(w < 5.0, p, q) * x
+
+
+def _erfinv(x: torch.Tensor) -> torch.Tensor:
+    """``erfinv(x)`` for ``x`` in (-1, 1) (``+-inf`` at ``+-1``, NaN outside, as torch's)."""
+    y = _erfinv_guess(x.detach())
+    for _ in range(2):  # Newton on erf(y) = x
+        y = y - (torch.erf(y) - x.detach()) / (2.0 / math.sqrt(math.pi) * torch.exp(-y * y))
+    y = torch.where(x.detach().abs() == 1.0, x.detach() * float("inf"), y)
+    # value y, gradient sqrt(pi) / 2 * exp(y ** 2) (the inverse function's derivative)
+    finite = torch.where(torch.isinf(y), torch.zeros_like(y), y)  # no inf * 0 at +-1
+    slope = (math.sqrt(math.pi) / 2.0 * torch.exp(finite * finite)).detach()
+    return y.detach() + slope * (x - x.detach())
+
+
+EXTRA_DECOMPOSITIONS = {torch.ops.aten.erfinv.default: _erfinv,
+                        torch.ops.aten.unfold.default: _unfold,
                         torch.ops.aten._cdist_forward.default: _cdist,
                         torch.ops.aten._trilinear.default: _trilinear,
                         torch.ops.aten.logcumsumexp.default: _logcumsumexp,
