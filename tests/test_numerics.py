@@ -85,6 +85,11 @@ _STATE_KEY = {"exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq",
 
 
 def _loss(kind, out, *targets):
+    if callable(kind):  # as the frontend calls a loss callable: the whole output, else its first tensor
+        try:
+            return kind(out, *targets)
+        except Exception:  # noqa: BLE001
+            pass
     if hasattr(out, "logits"):
         out = out.logits
     elif hasattr(out, "last_hidden_state"):
