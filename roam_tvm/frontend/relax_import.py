@@ -11,6 +11,7 @@ import tvm
 from tvm import relax
 
 from .converters import CONVERTERS
+from .add_alpha import fold_add_alpha
 from .ep_asserts import decompose_without_asserts
 from .mutated_buffers import carry_mutated_buffers
 from .no_grad_regions import detach_no_grad_outputs
@@ -92,8 +93,9 @@ def _import_ep(ep, meta: bool, handled_buffers: set) -> tuple[tvm.IRModule, list
     detach_no_grad_outputs(ep)  # the decompositions inline no_grad blocks and lose their grad mode
     ep, decomposed = decompose_without_asserts(ep)  # torch's run-time value checks out
     carried = []
-    if decomposed:  # buffer updates are outputs once functionalised
-        ep, carried = carry_mutated_buffers(ep, handled_buffers)
+    if decomposed:
+        fold_add_alpha(ep)  # TVM's add / sub converters drop alpha
+        ep, carried = carry_mutated_buffers(ep, handled_buffers)  # buffer updates are outputs once functionalised
     with _patched_importer(ep, meta):
         mod = from_exported_program(ep, run_ep_decomposition=not decomposed, keep_params_as_input=True,
                                     unwrap_unit_return_tuple=True,
