@@ -1,5 +1,6 @@
 """``nn.Bilinear`` (``aten._trilinear``), ``torch.logcumsumexp``, ``torch.cdist`` (``aten._cdist_forward``),
-``Tensor.unfold``, ``torch.erfinv`` and ``torch.cumprod``: TVM 0.27 has no converter for the first five and no gradient for ``relax.cumprod``;
+``Tensor.unfold``, ``torch.erfinv``, ``torch.linalg.solve_triangular`` and ``torch.cumprod``: TVM 0.27 has
+no converter for the first six and no gradient for ``relax.cumprod``;
 each is decomposed at the torch level (``frontend/torch_decompositions.py``). The decompositions against
 torch's ops (values, gradients, zeros in a product, a range of 500 in a log-sum, zero distances), and
 whole steps against PyTorch's."""
@@ -11,8 +12,8 @@ torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
 
-from roam_tvm.frontend.torch_decompositions import (_cdist, _cumprod, _erfinv, _logcumsumexp, _trilinear,  # noqa: E402
-                                                     _unfold)
+from roam_tvm.frontend.torch_decompositions import (_cdist, _cumprod, _erfinv, _logcumsumexp,  # noqa: E402
+                                                     _solve_triangular, _trilinear, _unfold)
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
@@ -74,6 +75,27 @@ def test_unfold_matches_torch(shape, dim, size, step):
     assert ours.shape == theirs.shape and torch.equal(ours, theirs)
     g = torch.randn_like(theirs)  # overlapping windows: the gradient sums
     assert torch.allclose(torch.autograd.grad((ours * g).sum(), x)[0], torch.autograd.grad((theirs * g).sum(), x)[0])
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 64])
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("unitriangular", [False, True])
+def test_solve_triangular_matches_torch(n, upper, left, unitriangular):
+    a = torch.randn(2, n, n, dtype=torch.float64) * 0.3 + 2 * torch.eye(n, dtype=torch.float64)
+    a = (a.triu() if upper else a.tril()).requires_grad_()
+    b = torch.randn(2, n, 3, dtype=torch.float64) if left else torch.randn(2, 3, n, dtype=torch.float64)
+    kw = dict(upper=upper, left=left, unitriangular=unitriangular)
+    theirs, ours = torch.linalg.solve_triangular(a, b, **kw), _solve_triangular(a, b, **kw)
+    assert torch.allclose(ours, theirs, atol=1e-9)
+    if n == 1 and unitriangular:
+        return  # the solve reads nothing of a
+    g = torch.randn_like(theirs)
+    mask = torch.ones(n, n, dtype=torch.float64).triu() if upper else torch.ones(n, n, dtype=torch.float64).tril()
+    if unitriangular:
+        mask = mask - torch.eye(n, dtype=torch.float64)
+    ga, gb = (torch.autograd.grad((t * g).sum(), a)[0] * mask for t in (ours, theirs))  # the read triangle
+    assert torch.allclose(ga, gb, atol=1e-8)
 
 
 def test_erfinv_matches_torch():

@@ -14,6 +14,7 @@ from .errors import FrontendError, TraceError, UnsupportedError, model_frame
 from .hf_experts import exportable_experts
 from .hf_default_mask import default_encoder_masks
 from .hf_rope import settle_dynamic_rope, static_rope_updates
+from .hf_solve_triangular import triangular_solves_traced
 from .loss_input import apply_loss, first_output  # noqa: F401 - first_output: callers import it here
 from .noop_casts import noop_module_casts
 from .packed_sequence import traceable_packed_sequences
@@ -205,7 +206,7 @@ def _export(wrapped, model, args: tuple, ds, checks: ValueChecks):
             mask_hint_from_caller(), traceable_functionals(), traceable_packed_sequences(), \
             static_rope_updates(model), default_encoder_masks(model), complex_as_pairs(model), \
             count_checkpoints() as ckpts, dense_dispatch() as dense, record_functions() as functions, \
-            watch_value_checks(checks):
+            watch_value_checks(checks), triangular_solves_traced(model):
         warnings.simplefilter("ignore")
         ep = torch.export.export(wrapped, args, strict=False, dynamic_shapes=ds)
     return ep, ckpts, dense, functions

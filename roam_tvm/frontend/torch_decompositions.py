@@ -20,6 +20,12 @@ and keeps to ops that import and have gradients.
 * ``aten.erfinv`` (``Normal(0, 1).icdf(p)``: Gemma-3n's activation-sparsity threshold): Giles' single-
   precision approximation, refined by two Newton steps on ``erf``; its gradient is written out,
   ``sqrt(pi) / 2 * exp(y ** 2)``, rather than differentiated through the iterations.
+* ``aten.linalg_solve_triangular``: for a lower ``A = D (I - N)`` (``N`` strictly lower, so
+  ``N ** n = 0``), ``A^-1 B = (I + N)(I + N^2)(I + N^4) ... D^-1 B``: ``2 log2(n)`` matrix products,
+  exact in real arithmetic (upper and right-hand solves by flips and transposes). Gated-DeltaNet decoders
+  (Qwen3-Next, Qwen3.5, OLMo-Hybrid) solve their chunk's UT system this way when traced
+  (``hf_solve_triangular.py``) instead of a ``chunk``-step substitution loop that copies the system
+  at every step.
 * ``aten.unfold`` (``Tensor.unfold``: PatchTST's and other time-series models' sliding patches): one
   ``index_select`` of every window's positions, its gradient summing where windows overlap.
 """
@@ -149,7 +155,31 @@ def _erfinv(x: torch.Tensor) -> torch.Tensor:
     return y.detach() + slope * (x - x.detach())
 
 
-EXTRA_DECOMPOSITIONS = {torch.ops.aten.erfinv.default: _erfinv,
+def _solve_triangular(a: torch.Tensor, b: torch.Tensor, *, upper: bool, left: bool = True,
+                      unitriangular: bool = False) -> torch.Tensor:
+    """``X`` with ``a @ X = b`` (``X @ a = b`` when not ``left``) for a triangular ``a``."""
+    if not left:  # X a = b  <=>  a^T X^T = b^T
+        return _solve_triangular(a.transpose(-1, -2), b.transpose(-1, -2), upper=not upper,
+                                 unitriangular=unitriangular).transpose(-1, -2)
+    if upper:  # reversing rows and columns makes it lower
+        return _solve_triangular(a.flip(-2, -1), b.flip(-2), upper=False, unitriangular=unitriangular).flip(-2)
+    n = a.shape[-1]
+    strict = a.tril(-1)
+    if not unitriangular:
+        diag = a.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
+        strict, b = strict / diag, b / diag
+    power, x = -strict, b
+    reach = 1  # x = (I + N + ... + N^(reach - 1)) b
+    while reach < n:
+        x = x + power @ x
+        reach *= 2
+        if reach < n:
+            power = power @ power
+    return x
+
+
+EXTRA_DECOMPOSITIONS = {torch.ops.aten.linalg_solve_triangular.default: _solve_triangular,
+                        torch.ops.aten.erfinv.default: _erfinv,
                         torch.ops.aten.unfold.default: _unfold,
                         torch.ops.aten._cdist_forward.default: _cdist,
                         torch.ops.aten._trilinear.default: _trilinear,
