@@ -1,7 +1,7 @@
 """Session 17's outside models (benchmarks/outside/kinds_s17_nn.py, kinds_s17.py) train as PyTorch does: one
-roam-planned step on llvm against PyTorch's (test_outside_kinds_more.check_outside_step). The fast ones cover
-this session's frontend fixes: no_grad blocks, buffers updated in the forward (spectral norm, an EMA
-codebook), cumprod / logcumsumexp / nn.Bilinear / cdist decompositions, value checks in a loss; the slow ones
+roam-planned step on llvm against PyTorch's (test_outside_kinds_more.check_outside_step); all slow. The first
+group covers this session's frontend fixes: no_grad blocks, buffers updated in the forward (spectral norm, an EMA
+codebook), cumprod / logcumsumexp / nn.Bilinear / cdist decompositions, value checks in a loss; the second
 Qwen3-Next's traced triangular solve, ProphetNet's Linear on 4-D streams, PatchTST's unfold and SEW-D's
 in-place custom softmax."""
 from __future__ import annotations
@@ -37,6 +37,7 @@ def _check(path: str, name: str, monkeypatch) -> None:
     check_outside_step(model, inputs, targets, loss, SGD(lr=0.1), monkeypatch)
 
 
+@pytest.mark.slow  # each fix has its own fast test (test_no_grad_regions, test_mutated_buffers, ...)
 @pytest.mark.parametrize("path,name", FAST)
 def test_s17_tiny(path, name, monkeypatch):
     _check(path, name, monkeypatch)
