@@ -61,3 +61,27 @@ def test_zero_drop_path_says_nothing(recwarn):
     x, y = _data()
     from_torch(Residual(0.0), x, y, optimizer=SGD(lr=0.5), quiet=True)
     assert not [w for w in recwarn if "stochastic-depth" in str(w.message)]
+
+
+def test_dinov3_rope_augmentation_is_the_identity_with_a_warning():
+    """DINOv3's random RoPE coordinate rescale (on by default) is traced as the identity, as dropout is: the
+    step equals the one built with the augmentation off in the config, and the import says so."""
+    import warnings
+
+    import transformers as tf
+    import tvm
+
+    conf = tf.DINOv3ViTConfig(image_size=16, patch_size=8, hidden_size=32, intermediate_size=48, num_hidden_layers=1,
+                              num_attention_heads=2, num_register_tokens=1, attn_implementation="eager")
+    assert conf.pos_embed_rescale is not None  # the default augments
+    torch.manual_seed(0)
+    model = tf.DINOv3ViTModel(conf)
+    x = torch.randn(2, 3, 16, 16)
+    target = (torch.randn(2, 6, 32),)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        augmented = from_torch(model, (x,), target, loss="mse", optimizer=SGD(lr=0.1), quiet=True)
+    assert any("patch-coordinate augmentation (pos_embed_rescale=" in str(w.message) for w in caught)
+    conf.pos_embed_rescale = None
+    plain = from_torch(model, (x,), target, loss="mse", optimizer=SGD(lr=0.1), quiet=True)
+    tvm.ir.assert_structural_equal(augmented.mod, plain.mod)

@@ -14,6 +14,7 @@ from .errors import FrontendError, TraceError, UnsupportedError, model_frame
 from .hf_experts import exportable_experts
 from .hf_default_mask import default_encoder_masks
 from .hf_rope import settle_dynamic_rope, static_rope_updates
+from .hf_rope_augment import rope_augmentation_off, warn_rope_augmentation
 from .hf_solve_triangular import triangular_solves_traced
 from .loss_input import apply_loss, first_output  # noqa: F401 - first_output: callers import it here
 from .noop_casts import noop_module_casts
@@ -157,6 +158,7 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
     try:
         # drop-path modules: the identity while traced and checked, as dropout is
         dropped_paths = restore.enter_context(stochastic_depth_off(model))
+        rope_augmentations = restore.enter_context(rope_augmentation_off(model))  # the same for DINOv3's RoPE
         settle_dynamic_rope(model, example_inputs)  # dynamic RoPE's update, fixed by the static shapes
         args = example_inputs + targets
         checks = ValueChecks()
@@ -189,6 +191,7 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
     warn_checkpoints(ckpts, type(model).__name__)  # traced as the plain forward: no recomputation
     warn_dense(dense, type(model).__name__)
     warn_stochastic_depth(dropped_paths, type(model).__name__)
+    warn_rope_augmentation(rope_augmentations, type(model).__name__)
     warn_checks(checks, type(model).__name__)
     return ep
 
