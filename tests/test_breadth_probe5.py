@@ -212,6 +212,20 @@ def test_ctc_concatenated_targets_are_refused():
                    quiet=True)
 
 
+def test_ctc_targets_selected_from_padded_labels_float64():
+    """Hugging Face's CTC heads: ``labels.masked_select(labels >= 0)`` of ``-100``-padded labels (padding
+    in the middle of a row too) is read back as padded rows; the step matches PyTorch's."""
+    torch.manual_seed(7)
+    x, _, il, _ = _ctc_batch()
+    labels = torch.tensor([[1, 2, 2], [3, -100, 1], [4, -100, -100]])
+
+    def hf_ctc(out, labels, il):
+        mask = labels >= 0
+        return F.ctc_loss(out, labels.masked_select(mask), il, mask.sum(-1), blank=0, zero_infinity=True)
+
+    compare_step(CTCHead().double(), (x,), (labels, il), hf_ctc, SGD(lr=1.0), dtype="float64")
+
+
 class StraightThrough(nn.Module):
     """A straight-through estimator ``x + (round(x) - x).detach()`` and a detached scale."""
 

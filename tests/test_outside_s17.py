@@ -1,7 +1,8 @@
 """Session 17's outside models (benchmarks/outside/kinds_s17_nn.py, kinds_s17.py) train as PyTorch does: one
 roam-planned step on llvm against PyTorch's (test_outside_kinds_more.check_outside_step); all slow. The first
 group covers this session's frontend fixes: no_grad blocks, buffers updated in the forward (spectral norm, an EMA
-codebook), cumprod / logcumsumexp / nn.Bilinear / cdist decompositions, value checks in a loss; the second
+codebook), cumprod / logcumsumexp / nn.Bilinear / cdist decompositions, value checks in a loss, wav2vec2's
+CTC on masked_select targets; the second
 Qwen3-Next's traced triangular solve, ProphetNet's Linear on 4-D streams, PatchTST's unfold and SEW-D's
 in-place custom softmax."""
 from __future__ import annotations
@@ -20,7 +21,8 @@ from test_outside_kinds_more import check_outside_step  # noqa: E402
 
 OUTSIDE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "outside")
 FAST = [("kinds_s17_nn.py", n) for n in ("spectral_norm_disc", "simsiam_no_grad", "ema_vq_codebook",
-                                         "cumulative_ops", "glu_bilinear_prelu", "gaussian_poisson_nll")]
+                                         "cumulative_ops", "glu_bilinear_prelu", "gaussian_poisson_nll",
+                                         "wav2vec2_ctc")]
 SLOW = [("kinds_s17.py", n) for n in ("qwen3_next", "prophetnet", "patchtst_cls", "sew_d")]
 
 

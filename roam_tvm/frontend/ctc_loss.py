@@ -16,6 +16,12 @@ in ops whose gradients the frontend has:
 * the sequence's log-likelihood is the log-sum-exp of its last two states (last label,
   final blank) at the end.
 
+Concatenated 1-D targets made by ``labels.masked_select(mask)`` from padded ``[N, S]`` labels (Hugging
+Face's CTC heads: wav2vec2, HuBERT, WavLM, ...: ``labels >= 0``) are read back as padded rows:
+:func:`recorded_selections` notes each ``masked_select`` traced, and the loss takes each row's selected
+labels first, in order (a stable sort of the mask), which is the concatenated form's split by
+``mask.sum(-1)`` with static shapes. Other concatenated targets are refused with the way out.
+
 The gradient is the exact derivative of this loss. PyTorch's own CTC backward returns that
 derivative plus ``exp(log_probs)``, which cancels through the ``log_softmax`` that produces
 CTC inputs; with ``log_softmax`` outputs (the documented input) the parameter gradients
@@ -25,9 +31,47 @@ with ``zero_infinity``, with no gradient.
 """
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 from .errors import UnsupportedError
 
 _UNREACHED = -1e30  # log-probability of a state no path reaches (finite: no inf - inf)
+_SELECTIONS: list = []  # (result, source, mask) of each masked_select traced (recorded_selections)
+
+
+@contextlib.contextmanager
+def recorded_selections() -> Iterator[None]:
+    """While active, ``masked_select`` notes its operands, so :func:`ctc_loss` can read concatenated
+    targets back as padded rows."""
+    import torch
+
+    original = torch.Tensor.masked_select
+
+    def masked_select(self, mask):
+        out = original(self, mask)
+        _SELECTIONS.append((out, self, mask))
+        return out
+
+    torch.Tensor.masked_select = masked_select
+    try:
+        yield
+    finally:
+        torch.Tensor.masked_select = original
+        _SELECTIONS.clear()
+
+
+def _padded_from_selection(targets, n: int):
+    """``[N, S]`` rows of the labels ``targets`` was selected from, each row's selected labels first
+    (others: 0); None when ``targets`` is not a recorded selection from ``[N, S]`` labels."""
+    import torch
+
+    for out, source, mask in _SELECTIONS:
+        if out is targets and source.dim() == 2 and source.shape[0] == n and mask.shape == source.shape:
+            order = torch.argsort((~mask).to(torch.int32), dim=1, stable=True)  # selected first, in order
+            kept = mask.gather(1, order)
+            return torch.where(kept, source.gather(1, order), torch.zeros_like(source))
+    return None
 
 
 def _lse(*terms):
@@ -99,14 +143,19 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0,
     Raises
     ------
     UnsupportedError
-        Concatenated 1-D targets for a batch, or an unknown reduction.
+        Concatenated 1-D targets for a batch (other than a recorded ``masked_select`` of padded labels),
+        or an unknown reduction.
     """
     import torch
 
+    if log_probs.dim() == 3 and targets.dim() == 1:
+        padded = _padded_from_selection(targets, log_probs.shape[1])
+        targets = padded if padded is not None else targets
     _check(log_probs, targets, reduction)
     unbatched = log_probs.dim() == 2
     lp = log_probs.unsqueeze(1) if unbatched else log_probs  # [T, N, C]
-    tg = (targets.reshape(1, -1) if unbatched else targets).long()
+    # labels past a target's length are never read: keep them valid indices (HF pads with -100)
+    tg = (targets.reshape(1, -1) if unbatched else targets).long().clamp(0, log_probs.shape[-1] - 1)
     if lp.dtype in (torch.float16, torch.bfloat16):  # as autocast runs CTC: in float32
         lp = lp.float()
     steps, n = lp.shape[0], lp.shape[1]

@@ -34,7 +34,10 @@ def check_static_sizes(ep) -> None:
     UnsupportedError
         Some tensor's size is an unbacked symbol (names the op, the model's line and the way out).
     """
-    sized = [n for n in ep.graph.nodes if n.op == "call_function" and _unbacked(n.meta.get("val"))]
+    # a value-sized tensor nothing reads (only its size's range checks: the concatenated CTC targets that
+    # ctc_loss.py reads back as padded rows) is erased with those checks before the import
+    sized = [n for n in ep.graph.nodes if n.op == "call_function" and _unbacked(n.meta.get("val"))
+             and _read(n)]
     if not sized:
         return
     first = sized[0]
@@ -52,6 +55,13 @@ def check_static_sizes(ep) -> None:
     raise UnsupportedError(
         f"the forward sizes tensors by tensor values ({len(sized)} op(s), first {_op(first)}{_where(first)}): "
         f"a planned step needs static sizes, and {way_out}.")
+
+
+def _read(node) -> bool:
+    """Whether a tensor or the program's output reads ``node`` (not only size and range checks)."""
+    import torch
+
+    return any(u.op == "output" or isinstance(u.meta.get("val"), torch.Tensor) for u in node.users)
 
 
 # ops whose output size is the number of selected elements

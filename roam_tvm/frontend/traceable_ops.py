@@ -24,12 +24,15 @@ def traceable_functionals():
     """While active, ``torch.nn.functional``'s listed ops run their traceable forms."""
     import torch.nn.functional as F
 
+    from .ctc_loss import recorded_selections
+
     saved = {}
     try:
         for name, fn in _replacements().items():
             saved[name] = getattr(F, name)
             setattr(F, name, fn)
-        yield
+        with recorded_selections():  # CTC targets concatenated by masked_select (ctc_loss.py)
+            yield
     finally:
         for name, fn in saved.items():
             setattr(F, name, fn)
