@@ -6,10 +6,10 @@ and keeps to ops that import and have gradients.
 * ``aten._trilinear`` (``nn.Bilinear`` / ``F.bilinear``): one ``einsum`` over the inputs'
   dims, contracted pairwise, rather than the broadcast product of all three, which would hold a
   ``[B, out, in1, in2]`` tensor.
-* ``aten.logcumsumexp``: a log-depth scan (Hillis-Steele) of a stable ``log(exp(a) + exp(b))``,
-  padded with the dtype's most negative finite value, so no step sees an infinity (an infinity
-  makes a NaN gradient through the pairwise max). Shifting by the global maximum instead would
-  round early terms far below it to ``-inf``.
+* ``aten.logcumsumexp``: a log-depth scan (Hillis-Steele) of ``log(exp(a) + exp(b)) = a + softplus(b - a)``
+  (its backward keeps one tensor per level), padded with the dtype's most negative finite value, so no
+  step meets an infinity. Shifting by the global maximum instead would round early terms far below it
+  to ``-inf``.
 * ``aten.cumprod`` (TVM 0.27's ``relax.cumprod`` has no gradient): the same scan of products,
   padded with ones. Its gradient is exact where inputs are zero, which ``cumsum(g * y) / x``
   would divide by.
@@ -59,8 +59,9 @@ def _trilinear(i1: torch.Tensor, i2: torch.Tensor, i3: torch.Tensor, expand1, ex
 
 
 def _log_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    top = torch.maximum(a, b)
-    return top + torch.log(torch.exp(a - top) + torch.exp(b - top))
+    """``log(exp(a) + exp(b))`` as ``a + softplus(b - a)``: stable either way round (softplus is linear
+    past its threshold), and its backward keeps one tensor, ``b - a``."""
+    return a + torch.nn.functional.softplus(b - a)
 
 
 def _scan(x: torch.Tensor, dim: int, combine, fill) -> torch.Tensor:
