@@ -58,7 +58,7 @@ def _forward(name: str, **sizes):
 
     model, ins, tgs = getattr(_probes(**{**TINY, **sizes}), name)()
     ep = export_with_loss(model, ins, tgs, make_loss_fn("cross_entropy"))
-    return drop_matmul_weight_broadcasts(drop_noop_broadcasts(import_exported(ep, False, name)))
+    return drop_matmul_weight_broadcasts(drop_noop_broadcasts(import_exported(ep, False, name)[0]))
 
 
 def _calls(func, op: str) -> list:
@@ -278,7 +278,7 @@ def test_projection_per_step_through_shared_view():
 
     model, ins, tgs = _gru2_bi()
     ep = export_with_loss(model, ins, tgs, make_loss_fn("cross_entropy"))
-    before = drop_matmul_weight_broadcasts(drop_noop_broadcasts(import_exported(ep, False, "gru2_bi")))
+    before = drop_matmul_weight_broadcasts(drop_noop_broadcasts(import_exported(ep, False, "gru2_bi")[0]))
     after = _dce(per_step_projections(before))
     whole = (5 * TINY["BATCH"], 3 * TINY["HIDDEN"])
     assert _shapes(before).count(whole) >= 4  # layer 2's two matmuls and bias adds
