@@ -76,6 +76,7 @@ def bf16_gru_report(tmp_path_factory):
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow  # a whole compare run (about 45 s); the bound itself is tested above
 def test_small_bf16_rnn_meets_the_aligned_bound(bf16_gru_report):
     lb = bf16_gru_report["lower_bounds"]
     roam = bf16_gru_report["planners"]["roam"]["peak_bytes"]

@@ -22,6 +22,7 @@ def _cost(path, b):
         return None
 
 
+@pytest.mark.slow  # about 35 s of budgets on ResNet; benchmarks/remat.py reports monotone on every model
 def test_portfolio_is_the_cheapest_path_and_monotone(resnet):  # noqa: F811
     g, pairs = resnet
     pf = RematPortfolio(g, list(range(len(g.ops))), "roofline", g.meta["flops"], inplace=pairs)
