@@ -20,14 +20,13 @@ from test_families import _roam_step  # noqa: E402
 from test_outside_hf_more import OUTSIDE, _module  # noqa: E402
 
 HF, NN = os.path.join(OUTSIDE, "kinds_more.py"), os.path.join(OUTSIDE, "kinds_more_nn.py")
-# one of each kind by default (a CNN with odd skips, an LSTM with proj_size, the dynamic-RoPE fix);
-# the rest with --runslow
-FAST = [("unet_odd", NN), ("lstm_proj", NN), ("llama_rope_dynamic", HF)]
+# a CNN with odd skips and the dynamic-RoPE fix by default (RNNs: test_rnn_*); the rest with --runslow
+FAST = [("unet_odd", NN), ("llama_rope_dynamic", HF)]
 SLOW = [(n, HF) for n in ("swinv2", "swin_pad", "swin_frozen_embed", "longt5_local", "longt5_tglobal", "t5_enc_cls",
                           "t5_lora", "llama_tied_mqa", "llama_rope_llama3", "olmoe", "granitemoe",
                           "deepseek_v3", "t5_small")] + \
        [(n, NN) for n in ("densenet_bc", "unet_convt_bn", "unet_attention", "lstm3", "gru_bi2",
-                          "lstm_lm", "moe_expert_choice")]
+                          "lstm_lm", "moe_expert_choice", "lstm_proj")]
 
 
 # Adam's first update is lr * g / (|g| + eps): on gradients near 0 it turns fp32 rounding into

@@ -69,6 +69,7 @@ def test_hoisting_lowers_the_overhead_on_resnet50(resnet, monkeypatch):
     assert plan.overhead < without.overhead - 0.01  # more than a point of the step
 
 
+@pytest.mark.slow  # about 20 s of budgets on ResNet-50
 def test_resnet50_plans_are_monotone_and_above_the_bounds(resnet):
     from roam_tvm.remat.lp_bound import RelaxedBound
 

@@ -70,7 +70,8 @@ class _Bf16Rnn(torch.nn.Module):
         return self.fc(self.rnn(x)[0][:, -1])
 
 
-@pytest.mark.parametrize("cell", [torch.nn.GRU, pytest.param(torch.nn.LSTM, marks=pytest.mark.slow)],
+@pytest.mark.slow  # a whole bf16 row each (test_amp_rnn covers AMP RNN steps by default)
+@pytest.mark.parametrize("cell", [torch.nn.GRU, torch.nn.LSTM],
                          ids=["gru", "lstm"])
 def test_bf16_rnn_row_updates_lower_and_run(cell):
     """A pure-bf16 RNN: each gate block is a transposed, rounded product, and FuseTIR refused to
