@@ -7,7 +7,6 @@ Qwen3-Next's traced triangular solve, ProphetNet's Linear on 4-D streams, PatchT
 in-place custom softmax."""
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import pytest
@@ -17,9 +16,8 @@ pytest.importorskip("tvm")
 
 from roam_tvm.frontend import SGD  # noqa: E402
 
+from test_outside_hf_more import OUTSIDE, _module  # noqa: E402
 from test_outside_kinds_more import check_outside_step  # noqa: E402
-
-OUTSIDE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "outside")
 FAST = [("kinds_s17_nn.py", n) for n in ("spectral_norm_disc", "simsiam_no_grad", "ema_vq_codebook",
                                          "cumulative_ops", "glu_bilinear_prelu", "gaussian_poisson_nll",
                                          "wav2vec2_ctc")]
@@ -27,10 +25,7 @@ SLOW = [("kinds_s17.py", n) for n in ("qwen3_next", "prophetnet", "patchtst_cls"
 
 
 def _check(path: str, name: str, monkeypatch) -> None:
-    spec = importlib.util.spec_from_file_location(f"benchmarks_outside_{path[:-3]}", os.path.join(OUTSIDE, path))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    made = getattr(module, name)()
+    made = getattr(_module(os.path.join(OUTSIDE, path)), name)()
     if isinstance(made, dict):
         made = (made["model"], made["example_inputs"], made["targets"], made.get("loss"))
     model, inputs, targets = made[:3]

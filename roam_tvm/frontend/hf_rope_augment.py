@@ -10,9 +10,10 @@ makes the module's function the identity while the model is traced and checked, 
 from __future__ import annotations
 
 import contextlib
-import sys
 import warnings
 from typing import Iterator
+
+from .module_globals import swapped_globals
 
 __all__ = ["rope_augmentation_off", "warn_rope_augmentation"]
 
@@ -23,27 +24,15 @@ def _unaugmented(coords, *args, **kwargs):
     return coords
 
 
-def _augmenting(module) -> bool:
-    """Whether a layer of this modeling module may draw augmentations (a config field asks for one)."""
-    return callable(getattr(module, _AUGMENT, None))
-
-
 @contextlib.contextmanager
 def rope_augmentation_off(model) -> Iterator[list]:
     """While active, the modeling modules of ``model``'s layers that augment RoPE coordinates do not;
     yields the names of the configs' augmentation settings that were on."""
-    modules = {sys.modules.get(type(m).__module__) for m in model.modules()}
-    switched = [(m, getattr(m, _AUGMENT)) for m in modules if m is not None and _augmenting(m)]
     settings = sorted({f"{k}={getattr(cfg, k)}" for m in model.modules() for cfg in [getattr(m, "config", None)]
                        for k in ("pos_embed_shift", "pos_embed_jitter", "pos_embed_rescale")
                        if getattr(cfg, k, None) is not None})
-    for module, _ in switched:
-        setattr(module, _AUGMENT, _unaugmented)
-    try:
-        yield settings if switched and model.training else []
-    finally:
-        for module, original in switched:
-            setattr(module, _AUGMENT, original)
+    with swapped_globals(model, _AUGMENT, _unaugmented) as swapped:
+        yield settings if swapped and model.training else []
 
 
 def warn_rope_augmentation(settings: list, model_name: str) -> None:

@@ -11,10 +11,9 @@ kept for the backward, so the planned step held some sixty copies that PyTorch's
 """
 from __future__ import annotations
 
-import contextlib
 import inspect
-import sys
-from typing import Iterator
+
+from .module_globals import swapped_globals
 
 __all__ = ["triangular_solves_traced"]
 
@@ -32,20 +31,7 @@ def _guards_only_a_solve(module) -> bool:
     return _SWITCHES[name]
 
 
-@contextlib.contextmanager
-def triangular_solves_traced(model) -> Iterator[list]:
+def triangular_solves_traced(model):
     """While active, the modeling modules of ``model``'s layers whose export check only picks the
     substitution loop over ``solve_triangular`` take the solve; yields the modules switched."""
-    modules = {sys.modules.get(type(m).__module__) for m in model.modules()}
-    switched = []
-    for module in modules:
-        check = getattr(module, "is_torchdynamo_exporting", None)
-        if module is None or not callable(check) or not _guards_only_a_solve(module):
-            continue
-        switched.append((module, check))
-        module.is_torchdynamo_exporting = lambda: False
-    try:
-        yield [m for m, _ in switched]
-    finally:
-        for module, check in switched:
-            module.is_torchdynamo_exporting = check
+    return swapped_globals(model, "is_torchdynamo_exporting", lambda: False, _guards_only_a_solve)

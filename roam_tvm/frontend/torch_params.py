@@ -24,8 +24,6 @@ def strip_prefix(fqn: str) -> str:
     return fqn[len(_PREFIX):] if fqn.startswith(_PREFIX) else fqn
 
 
-_strip = strip_prefix
-
 
 def bn_buffer_names(bn_specs: list) -> set:
     """The exported program's names of the statistics buffers of ``bn_specs`` (the step updates them)."""
@@ -73,7 +71,7 @@ def _bn_specs_in_graph_order(ep, model) -> list:
     mods = dict(model.named_modules())
     specs = []
     for full in order:
-        name = _strip(full)
+        name = strip_prefix(full)
         m = mods.get(name)
         if m is None or not isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
             continue
@@ -164,7 +162,7 @@ def order_params(func: relax.Function, names: ExportedNames, model,
     pvar_by_fqn: dict[str, list] = {}
     for p in func.params:
         if p.name in names.param_fqn:
-            fqn = _strip(names.param_fqn[p.name])
+            fqn = strip_prefix(names.param_fqn[p.name])
             pvar_by_fqn.setdefault(canonical.get(fqn, fqn), []).append(p)
     # a parameter the forward never reads (a module defined but not called) gets no gradient
     # in PyTorch and is skipped by its optimizer: leave it out, as one TVM's importer dropped
