@@ -21,6 +21,7 @@ report plus ``run`` and ``row``, or ``{"error", "run"}``), then rebuilds from ev
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import sys
@@ -110,6 +111,21 @@ ROWS.update({name: "kinds_s17_nn.py" for name in (
     "soft_target_ce", "soft_target_named_ce", "gaussian_poisson_nll", "multi_margin_softmargin",
     "orthogonal_param", "full_transformer_masks", "sdpa_causal_fp16", "mha_bf16", "compiled_module",
     "llama_seqcls_padded", "bert_pretraining", "wav2vec2_ctc")})
+
+
+def public_factories(file: str) -> list[str]:
+    """The public top-level functions of ``benchmarks/outside/<file>`` in file order, read without importing it
+    (a probe file's every public function is a factory); none if the file is absent."""
+    path = os.path.join(HERE, "outside", file)
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
+    return [node.name for node in tree.body if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")]
+
+
+for _file in ("kinds_s18.py", "kinds_s18_vision.py", "kinds_s18_nn.py"):  # session 18's probe files, every factory
+    ROWS.update({name: _file for name in public_factories(_file)})
 # rows that run a factory of ROWS with extra compare flags: row -> (factory, flags)
 VARIANTS = {"t5_small_bf16amp": ("t5_small", ["--precision", "bf16-amp"]),
             "t5_small_fp16amp": ("t5_small", ["--precision", "fp16-amp"]),

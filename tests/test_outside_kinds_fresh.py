@@ -18,11 +18,10 @@ from test_outside_kinds_more import check_outside_step  # noqa: E402
 
 HF, NN = os.path.join(OUTSIDE, "kinds_fresh.py"), os.path.join(OUTSIDE, "kinds_fresh_nn.py")
 # message passing by index_add_ / scatter_add with the edge list an input (GCN) or a buffer (GAT);
-# GFNet's rfft2 -> complex filter -> irfft2 (fft_pairs.py)
-FAST = [("gcn", NN), ("gat", NN), ("gfnet", NN)]
+FAST = [("gcn", NN), ("gat", NN)]
 # the rows a fix was needed for: Mamba (select gradients), RWKV (cropping pad), Funnel (negative-step arange),
-# FNet (fft pairs)
-SLOW = [("perceiver", NN), ("clip", HF), ("mamba", HF), ("rwkv", HF), ("funnel", HF), ("fnet", HF)]
+# FNet and GFNet's rfft2 -> complex filter -> irfft2 (fft pairs; test_fft_pairs covers them by default)
+SLOW = [("gfnet", NN), ("perceiver", NN), ("clip", HF), ("mamba", HF), ("rwkv", HF), ("funnel", HF), ("fnet", HF)]
 
 
 def _check(name, path, monkeypatch):

@@ -111,12 +111,12 @@ def test_family_budgeted_step_fits_and_is_bit_identical_slow(make, precision):
 
 
 def test_family_larger_budget_never_recomputes_more(gru):
-    # Several budgets from the floor to the unbudgeted peak on one family (GRU: many small
-    # recurrent ops), each rewritten and checked independently; the recomputation overhead
-    # never rises with the budget.
+    # Budgets from the floor through the middle to the unbudgeted peak on one family (GRU: many
+    # small recurrent ops), each rewritten and checked independently; the recomputation overhead
+    # never rises with the budget. Three points keep CI short (the floor costs most).
     ts, _, _, mod, pf = gru
     f = ts.func_name
-    budgets = np.linspace(pf.floor().bytes, pf.initial_peak, 5).astype(int)
+    budgets = np.linspace(pf.floor().bytes, pf.initial_peak, 3).astype(int)
     costs = []
     for b in budgets:
         rr = RoamRemat(int(b), functions=[f])
