@@ -1,6 +1,7 @@
 """``nn.Bilinear`` (``aten._trilinear``), ``torch.logcumsumexp``, ``torch.cdist`` (``aten._cdist_forward``),
-``Tensor.unfold``, ``torch.erfinv``, ``torch.linalg.solve_triangular`` and ``torch.cumprod``: TVM 0.27 has
-no converter for the first six and no gradient for ``relax.cumprod``;
+``Tensor.unfold``, ``torch.erfinv``, ``torch.linalg.solve_triangular``, ``torch.min(x, dim)``, ``torch.lgamma``,
+``torch.digamma`` and ``torch.cumprod``: TVM 0.27 has no converter for the first nine and no gradient for
+``relax.cumprod``;
 each is decomposed at the torch level (``frontend/torch_decompositions.py``). The decompositions against
 torch's ops (values, gradients, zeros in a product, a range of 500 in a log-sum, zero distances), and
 whole steps against PyTorch's."""
@@ -12,8 +13,9 @@ torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
 
-from roam_tvm.frontend.torch_decompositions import (_cdist, _cumprod, _erfinv, _logcumsumexp,  # noqa: E402
-                                                     _solve_triangular, _trilinear, _unfold)
+from roam_tvm.frontend.torch_decompositions import (_cdist, _cumprod, _digamma, _erfinv, _lgamma,  # noqa: E402
+                                                     _logcumsumexp, _min_dim, _solve_triangular, _trilinear,
+                                                     _unfold)
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
@@ -108,6 +110,86 @@ def test_erfinv_matches_torch():
     assert torch.autograd.gradcheck(_erfinv, (x64,))
 
 
+def _gamma_points(dtype) -> torch.Tensor:
+    """Positive arguments from near 0 to 1e4, negative ones between the poles, the integers 1-3."""
+    x = torch.cat([torch.linspace(1e-3, 60, 4001), torch.linspace(-7.9, -0.05, 2001),
+                   torch.tensor([1.0, 2.0, 3.0, 0.5, 1e-6, 1e4])]).to(dtype)
+    return x[((x - x.round()).abs() > 1e-3) | (x > 0)]
+
+
+@pytest.mark.parametrize("ours, theirs", [(_lgamma, torch.lgamma), (_digamma, torch.digamma)])
+def test_lgamma_digamma_match_torch(ours, theirs):
+    x = _gamma_points(torch.float64)
+    exact = theirs(x)
+    assert ((ours(x) - exact).abs() / (exact.abs() + 1)).max() < 1e-9
+    x32 = x.float()  # float32: within a few rounding steps of the float64 value
+    assert ((ours(x32).double() - theirs(x32.double())).abs() / (exact.abs() + 1)).max() < 2e-5
+    poles = torch.tensor([0.0, -1.0, -3.0])
+    assert torch.equal(_lgamma(poles), torch.lgamma(poles))  # +inf at the poles
+
+
+def test_lgamma_gradient_is_digamma():
+    x = _gamma_points(torch.float64)[::50].clone().requires_grad_()
+    grad = torch.autograd.grad(_lgamma(x).sum(), x)[0]
+    assert torch.allclose(grad, torch.digamma(x.detach()), rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_min_dim_picks_the_first_minimum_and_routes_its_gradient(keepdim):
+    x = torch.tensor([[3.0, 1.0, 1.0], [0.0, 5.0, -1.0]], requires_grad=True)  # a tie in row 0
+    value, index = _min_dim(x, 1, keepdim)
+    ref_value, ref_index = torch.min(x, 1, keepdim)
+    assert torch.equal(value, ref_value) and torch.equal(index, ref_index)
+    g = torch.tensor([[2.0], [3.0]]) if keepdim else torch.tensor([2.0, 3.0])
+    ours = torch.autograd.grad((value * g).sum(), x)[0]
+    theirs = torch.autograd.grad((ref_value * g).sum(), x)[0]
+    assert torch.equal(ours, theirs)  # all of it to the first of the tied minima
+
+
+class _StudentHead(nn.Module):
+    """A time-series distribution head: Student-t parameters from a linear layer; its NLL (lgamma of the
+    degrees of freedom) is the loss."""
+
+    def __init__(self):
+        super().__init__()
+        self.body, self.head = nn.Linear(5, 8), nn.Linear(8, 3)
+
+    def forward(self, x):
+        df, loc, scale = self.head(torch.tanh(self.body(x))).unbind(-1)
+        return torch.stack([2.0 + nn.functional.softplus(df), loc, nn.functional.softplus(scale) + 1e-3], -1)
+
+
+def _student_nll(params, y):
+    df, loc, scale = params.unbind(-1)
+    return -torch.distributions.StudentT(df, loc, scale).log_prob(y).mean()
+
+
+class _MinPool(nn.Module):
+    """TimesFM-style: a per-patch minimum (``torch.min(x, dim)``) and its index's embedding."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj, self.where, self.out = nn.Linear(4, 6), nn.Embedding(6, 6), nn.Linear(6, 2)
+
+    def forward(self, x):
+        low, at = torch.min(self.proj(x), dim=-1)
+        return self.out(torch.relu(low.unsqueeze(-1) + self.where(at))).mean(1)
+
+
+class _AutoCorrelation(nn.Module):
+    """Autoformer's period attention: ``irfft(rfft(q) * conj(rfft(k)))`` over time, scaled by 1 / T."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.out = nn.Linear(3, 4), nn.Linear(3, 4), nn.Linear(4, 1)
+
+    def forward(self, x):  # [B, T, C]
+        t = x.shape[1]
+        q, k = torch.fft.rfft(self.q(x), dim=1), torch.fft.rfft(self.k(x), dim=1)
+        corr = torch.fft.irfft(q * torch.conj(k) / t, n=t, dim=1)
+        return self.out(torch.tanh(corr) * self.q(x)).squeeze(-1)
+
+
 class _Probit(nn.Module):
     """Gemma-3n's sparsity threshold (``Normal(0, 1).icdf`` of a constant) and erfinv on activations."""
 
@@ -165,7 +247,8 @@ class _Distances(nn.Module):
         return torch.cat([torch.cdist(e, e), torch.cdist(e, self.codes, p=1.0)], -1)
 
 
-@pytest.mark.parametrize("case", ["cumulative", "bilinear", "distances", "patches", "probit"])
+@pytest.mark.parametrize("case", ["cumulative", "bilinear", "distances", "patches", "probit", "student_t",
+                                  "min_dim", "autocorrelation"])
 def test_steps_match_pytorch(case):
     pytest.importorskip("tvm")
     from roam_tvm.frontend import Adam
@@ -185,8 +268,18 @@ def test_steps_match_pytorch(case):
     elif case == "patches":
         model, inputs = _Patches(), (torch.randn(3, 11, 2, generator=g),)
         targets = (torch.randint(0, 2, (3,), generator=g),)
+    elif case == "student_t":
+        model, inputs = _StudentHead(), (torch.randn(6, 5, generator=g),)
+        targets = (torch.randn(6, generator=g) * 2,)
+    elif case == "min_dim":
+        model, inputs = _MinPool(), (torch.randn(3, 5, 4, generator=g),)
+        targets = (torch.randint(0, 2, (3,), generator=g),)
+    elif case == "autocorrelation":
+        model, inputs = _AutoCorrelation(), (torch.randn(2, 8, 3, generator=g),)
+        targets = (torch.randn(2, 8, generator=g),)
     else:
         model, inputs = _Probit(), (torch.randn(6, 5, generator=g),)
         targets = (torch.randint(0, 2, (6,), generator=g),)
-    compare_step(model, inputs, targets, "mse" if case in ("cumulative", "distances") else "cross_entropy",
-                 Adam(lr=0.01))
+    loss = {"student_t": _student_nll}.get(case, "mse" if case in ("cumulative", "distances", "autocorrelation")
+                                           else "cross_entropy")
+    compare_step(model, inputs, targets, loss, Adam(lr=0.01))

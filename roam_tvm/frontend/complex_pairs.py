@@ -19,8 +19,8 @@ import weakref
 from .errors import UnsupportedError
 from .fft_pairs import FFT_NAMES, dft
 
-_WAY_OUT = ("Way out: write the rotation in real arithmetic (x * cos + rotate_half(x) * sin), as Hugging "
-            "Face's LLaMA does.")
+_WAY_OUT = ("Way out: write that step in real arithmetic on the real and imaginary parts (a rotary embedding as "
+            "x * cos + rotate_half(x) * sin, as Hugging Face's LLaMA does).")
 
 
 # queries torch.export makes on a model's buffers, which hold the same for the pair tensor
@@ -111,6 +111,16 @@ class _PairMode:
                     if isinstance(other, torch.Tensor):
                         other = other.unsqueeze(-1)  # a real factor scales both parts
                     return self._mark(pair * other)
+                if func in (torch.conj, T.conj, torch.conj_physical, T.conj_physical, torch.resolve_conj,
+                            T.resolve_conj):  # (a, b) -> (a, -b): Autoformer's autocorrelation, rfft(q) * conj(rfft(k))
+                    if func in (torch.resolve_conj, T.resolve_conj):
+                        return x
+                    return self._mark(torch.stack([x[..., 0], -x[..., 1]], -1))
+                if func in (torch.neg, T.neg, T.__neg__):
+                    return self._mark(-x)
+                if func in (torch.div, T.div, T.__truediv__) and not self._is(rest[0]) and not kwargs:
+                    other = rest[0]  # a real divisor scales both parts
+                    return self._mark(x / (other.unsqueeze(-1) if isinstance(other, torch.Tensor) else other))
                 if func in (torch.add, T.add, T.__add__, T.__radd__, torch.sub, T.sub, T.__sub__) and \
                         all(self._is(a) for a in args[:2]) and not kwargs:
                     return self._mark(func(*args))
@@ -136,8 +146,8 @@ class _PairMode:
                     return self._mark(x)
                 raise UnsupportedError(f"a complex tensor reaches {name}, which roam-tvm does not trace on "
                                        f"complex numbers (held as real pairs: polar, view_as_complex, torch.fft (i)(r)fft(2/n), "
-                                       f"real/imag, multiply, add, reshape/view/unsqueeze/expand/transpose/permute, "
-                                       f"indexing, view_as_real). {_WAY_OUT}")
+                                       f"real/imag, multiply, add, conj, negation, division by a real, reshape/view/unsqueeze/"
+                                       f"expand/transpose/permute, indexing, view_as_real). {_WAY_OUT}")
 
         return Mode()
 

@@ -26,6 +26,10 @@ and keeps to ops that import and have gradients.
   (Qwen3-Next, Qwen3.5, OLMo-Hybrid) solve their chunk's UT system this way when traced
   (``hf_solve_triangular.py``) instead of a ``chunk``-step substitution loop that copies the system
   at every step.
+* ``aten.min.dim`` (``torch.min(x, dim)``: TimesFM's patch statistics): ``argmin``, then ``gather``.
+* ``aten.lgamma`` / ``aten.digamma`` (Student-t, negative-binomial, Beta and Gamma likelihoods: the
+  time-series transformers' distribution heads): the recurrence up to ``x + 8``, then Stirling's (or the
+  digamma) asymptotic series (1e-11 relative in float64, float32 rounding in float32); reflection for ``x <= 0``.
 * ``aten.unfold`` (``Tensor.unfold``: PatchTST's and other time-series models' sliding patches): one
   ``index_select`` of every window's positions, its gradient summing where windows overlap.
 """
@@ -179,7 +183,59 @@ def _solve_triangular(a: torch.Tensor, b: torch.Tensor, *, upper: bool, left: bo
     return x
 
 
-EXTRA_DECOMPOSITIONS = {torch.ops.aten.linalg_solve_triangular.default: _solve_triangular,
+def _min_dim(x: torch.Tensor, dim: int, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.min(x, dim)``: the first minimum's index, its value read back by ``gather`` so the
+    gradient reaches that one element, as torch's ``min.dim`` backward sends it."""
+    index = x.argmin(dim, keepdim=True)
+    value = x.gather(dim, index)
+    return (value, index) if keepdim else (value.squeeze(dim), index.squeeze(dim))
+
+
+_SHIFT = 8  # lgamma / digamma: recur up to z = x + 8, where the asymptotic series is exact to fp64
+
+
+def _shifted(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For x > 0: ``(z, x)`` with ``z = x + _SHIFT``; for x <= 0 the reflected ``1 - x`` is shifted (the
+    caller reflects the result). Both branches stay finite, so ``where`` passes no NaN gradient."""
+    positive = x > 0
+    base = torch.where(positive, x, 1.0 - x)
+    return base + _SHIFT, base
+
+
+def _lgamma(x: torch.Tensor) -> torch.Tensor:
+    """``log|Gamma(x)|``: Stirling's series at ``z = x + 8``, less ``sum log(x + i)`` for the recurrence;
+    for ``x <= 0`` the reflection ``log(pi / |sin(pi x)|) - lgamma(1 - x)`` (``inf`` at the poles, as torch).
+    Its gradient is the same expression's, i.e. digamma to the series' accuracy."""
+    z, base = _shifted(x)
+    inv = 1.0 / z
+    inv2 = inv * inv
+    series = inv * (1.0 / 12 - inv2 * (1.0 / 360 - inv2 * (1.0 / 1260 - inv2 / 1680)))
+    stirling = (z - 0.5) * torch.log(z) - z + 0.5 * math.log(2 * math.pi) + series
+    falling = sum(torch.log(base + i) for i in range(_SHIFT))
+    positive_value = stirling - falling
+    # |sin(pi x)| = |sin(pi (x - round(x)))|: exact zero at the poles, no fp32 loss for large |x|
+    near = torch.where(x > 0, torch.full_like(x, 0.5), x - torch.round(x))
+    reflected = math.log(math.pi) - torch.log(torch.abs(torch.sin(math.pi * near))) - positive_value
+    return torch.where(x > 0, positive_value, reflected)
+
+
+def _digamma(x: torch.Tensor) -> torch.Tensor:
+    """``digamma(x)``: the asymptotic series at ``z = x + 8`` less ``sum 1 / (x + i)``; for ``x <= 0`` the
+    reflection ``digamma(1 - x) - pi / tan(pi x)``."""
+    z, base = _shifted(x)
+    inv = 1.0 / z
+    inv2 = inv * inv
+    series = torch.log(z) - 0.5 * inv - inv2 * (1.0 / 12 - inv2 * (1.0 / 120 - inv2 / 252))
+    positive_value = series - sum(1.0 / (base + i) for i in range(_SHIFT))
+    angle = math.pi * torch.where(x > 0, torch.full_like(x, 0.5), x - torch.round(x))  # tan has period pi
+    reflected = positive_value - math.pi * torch.cos(angle) / torch.sin(angle)
+    return torch.where(x > 0, positive_value, reflected)
+
+
+EXTRA_DECOMPOSITIONS = {torch.ops.aten.min.dim: _min_dim,
+                        torch.ops.aten.lgamma.default: _lgamma,
+                        torch.ops.aten.digamma.default: _digamma,
+torch.ops.aten.linalg_solve_triangular.default: _solve_triangular,
                         torch.ops.aten.erfinv.default: _erfinv,
                         torch.ops.aten.unfold.default: _unfold,
                         torch.ops.aten._cdist_forward.default: _cdist,
