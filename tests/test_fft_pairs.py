@@ -1,6 +1,6 @@
 """Fourier transforms traced as real matrix products on (re, im) pairs (fft_pairs.py, through
 complex_pairs.py): FNet-style token mixing imports, and one SGD step matches PyTorch's (which runs
-a real FFT) in float64; an unsupported signal length is refused by name before the import."""
+a real FFT) in float64, also where ``n`` / ``s`` zero-pads or trims the signal first."""
 from __future__ import annotations
 
 import pytest
@@ -8,8 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 tvm = pytest.importorskip("tvm")
 
-from roam_tvm.frontend import SGD, from_torch  # noqa: E402
-from roam_tvm.frontend.errors import UnsupportedError  # noqa: E402
+from roam_tvm.frontend import SGD  # noqa: E402
 from test_numerics import compare_step  # noqa: E402
 
 B, T, D = 2, 5, 6
@@ -41,8 +40,20 @@ def test_fft_mixing_step_matches_torch():
     compare_step(m, (x,), (torch.randint(0, 3, (B,)),), "cross_entropy", SGD(lr=1.0), dtype="float64")
 
 
-def test_signal_length_is_refused_by_name():
+@pytest.mark.parametrize("n", [8, 3])
+def test_padded_and_trimmed_signals_step_matches_torch(n):
+    # fft(h, n) zero-pads (8 > T) or trims (3 < T) along time first; Autoformer's rfft(q, n=T) of a
+    # shorter q, times conj(rfft(k)), back through irfft
+    class Resized(Mixer):
+        def forward(self, x):
+            h = self.lin(x)
+            out = torch.fft.fft(h, n=self.n, dim=1).real.mean(1)
+            out = out + torch.fft.fft2(h, s=(self.n, 4)).imag.mean((1, 2))[:, None]
+            q, k = torch.fft.rfft(h[:, :3], n=T, dim=1), torch.fft.rfft(h, n=T, dim=1)
+            corr = torch.fft.irfft(q * torch.conj(k), n=T, dim=1)
+            return self.head(out + corr.mean(1))
+
     torch.manual_seed(0)
-    with pytest.raises(UnsupportedError, match="signal length"):
-        from_torch(Mixer(n=8), (torch.randn(B, T, D),), (torch.randint(0, 3, (B,)),), loss="cross_entropy",
-                   optimizer=SGD(lr=0.1), quiet=True)
+    m = Resized(n=n).double()
+    x = torch.randn(B, T, D, dtype=torch.float64)
+    compare_step(m, (x,), (torch.randint(0, 3, (B,)),), "cross_entropy", SGD(lr=1.0), dtype="float64")

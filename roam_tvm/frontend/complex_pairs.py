@@ -5,7 +5,9 @@ LLaMA's reference code, DeepSeek-V2 and many user models rotate q/k with complex
 ``torch.view_as_real(...)``. TVM's importer has no complex dtype (``view_as_complex`` / ``polar`` are
 refused), so while the model is traced, :func:`complex_as_pairs` (a ``TorchFunctionMode``) keeps every
 complex tensor as a real tensor with a trailing axis of 2 (exactly ``view_as_real``'s layout) and runs the
-ops on it in real arithmetic (Fourier transforms, FNet's token mixing, too: :mod:`.fft_pairs`): the exported step has only real ops, whose gradients the frontend has.
+ops on it in real arithmetic (Fourier transforms, FNet's token mixing and Autoformer's autocorrelation
+``irfft(rfft(q) * conj(rfft(k)))``, too: :mod:`.fft_pairs`): the exported step has only real ops, whose
+gradients the frontend has.
 
 Shape queries on such a tensor answer for the complex tensor (the pair axis hidden), so code that checks or
 reshapes by ``freqs_cis.shape`` keeps working. An op on a complex tensor that is not handled here raises
@@ -144,10 +146,11 @@ class _PairMode:
                     return self._mark(func(x, *keep, **kw))
                 if func in (T.float, T.type_as):
                     return self._mark(x)
-                raise UnsupportedError(f"a complex tensor reaches {name}, which roam-tvm does not trace on "
-                                       f"complex numbers (held as real pairs: polar, view_as_complex, torch.fft (i)(r)fft(2/n), "
-                                       f"real/imag, multiply, add, conj, negation, division by a real, reshape/view/unsqueeze/"
-                                       f"expand/transpose/permute, indexing, view_as_real). {_WAY_OUT}")
+                raise UnsupportedError(
+                    f"a complex tensor reaches {name}, which roam-tvm does not trace on complex numbers (held as "
+                    f"real pairs: polar, view_as_complex, torch.fft (i)(r)fft(2/n), real/imag, multiply, add, conj, "
+                    f"negation, division by a real, reshape/view/unsqueeze/expand/transpose/permute, indexing, "
+                    f"view_as_real). {_WAY_OUT}")
 
         return Mode()
 

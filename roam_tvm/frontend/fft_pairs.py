@@ -9,8 +9,8 @@ dim of length ``n`` the transform is ``Y = (C -/+ iS) X`` with ``C[j, k] = cos(2
 ``m`` coefficients to ``n`` real values is ``C' a - S' b``, each coefficient but the first (and the
 Nyquist one for even ``n``) counted twice for its conjugate twin. These are dense products per
 transformed dim (an FFT's ``n log n`` does not matter to the memory plan; their gradients are matmul
-gradients). ``norm`` scales as PyTorch does. Padding or trimming a signal (``n`` / ``s`` other than its
-length, except ``irfft``'s output length) is refused by name.
+gradients). ``norm`` scales as PyTorch does; ``n`` / ``s`` other than a signal's length trim or zero-pad
+it first, as PyTorch does (Autoformer's ``rfft(q, n=T)`` of a shorter ``q``).
 """
 from __future__ import annotations
 
@@ -95,14 +95,27 @@ def _irfft_along(a, b, d: int, n: int, norm):
     return _mix(c, a, d) - _mix(s, b, d)
 
 
-def _check_sizes(name: str, dims, sizes, shape, last_free: bool):
+def _resize(t, d: int, size: int):
+    """``t`` trimmed or zero-padded to ``size`` along ``d``, as ``torch.fft``'s ``n`` / ``s`` does."""
+    import torch
+
+    have = int(t.shape[d])
+    if size <= have:
+        return t.narrow(d, 0, size)
+    pad = list(t.shape)
+    pad[d] = size - have
+    return torch.cat([t, torch.zeros(pad, dtype=t.dtype)], d)
+
+
+def _resize_signal(a, b, dims, sizes, last_free: bool):
+    """The signal ``a + ib`` at the lengths ``n`` / ``s`` asks for (irfft's last one is its output's)."""
     for i, (d, sz) in enumerate(zip(dims, sizes)):
-        if sz is None or sz == -1 or (last_free and i == len(dims) - 1):
+        if sz is None or sz == -1 or (last_free and i == len(dims) - 1) or sz == int(a.shape[d]):
             continue
-        if sz != shape[d]:
-            raise UnsupportedError(
-                f"torch.fft.{name} with a signal length {sz} on dim {d} of length {shape[d]} (padding or "
-                "trimming) is not traced by roam-tvm; pad or trim the tensor first")
+        if sz < 1:
+            raise UnsupportedError(f"torch.fft signal length {sz} on dim {d}: expected a positive length")
+        a, b = _resize(a, d, sz), (None if b is None else _resize(b, d, sz))
+    return a, b
 
 
 def dft(name: str, x, is_pair: bool, args: tuple, kwargs: dict):
@@ -114,7 +127,7 @@ def dft(name: str, x, is_pair: bool, args: tuple, kwargs: dict):
     dims, sizes, norm = _parse(name, len(shape), args, kwargs)
     a, b = (x[..., 0], x[..., 1]) if is_pair else (x, None)
     base = name.rstrip("2n") if name not in ("fft", "ifft", "rfft", "irfft") else name
-    _check_sizes(name, dims, sizes, shape, last_free=base == "irfft")
+    a, b = _resize_signal(a, b, dims, sizes, last_free=base == "irfft")
     if base == "irfft":
         b = torch.zeros_like(a) if b is None else b
         for d in dims[:-1]:
