@@ -123,3 +123,58 @@ def test_batch_norm_inference_mode_gradient_float64():
     (yt * tt["w"]).sum().backward()
     for k, g in zip(("x", "g", "b"), got):
         np.testing.assert_allclose(g, tt[k].grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=k)
+
+
+class _TransposedBN(torch.nn.Module):
+    """CLAP's audio encoder: BatchNorm over mel bins, ``bn(x.transpose(1, 3))`` on a ``[B, 1, T, F]``
+    spectrogram (a ``[B, F, T, 1]`` view), then a permute."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.bn = torch.nn.BatchNorm2d(channels)
+
+    def forward(self, x):
+        return self.bn(x.transpose(1, 3)).permute(0, 3, 1, 2)
+
+
+class _WrittenOutBN(torch.nn.Module):
+    """The same batch norm written out in ops (mean, biased variance, normalise, scale, shift)."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.bn = torch.nn.Module()
+        self.bn.weight = torch.nn.Parameter(torch.ones(channels))
+        self.bn.bias = torch.nn.Parameter(torch.zeros(channels))
+
+    def forward(self, x):
+        h = x.transpose(1, 3)
+        mean = h.mean((0, 2, 3), keepdim=True)
+        var = h.var((0, 2, 3), keepdim=True, unbiased=False)
+        y = (h - mean) / torch.sqrt(var + 1e-5) * self.bn.weight.view(1, -1, 1, 1) + self.bn.bias.view(1, -1, 1, 1)
+        return y.permute(0, 3, 1, 2)
+
+
+def test_batch_norm_on_a_transposed_view_matches_the_written_out_norm():
+    # PyTorch 2.13's CPU batch_norm backward gets gamma's gradient wrong for this input: the [B, F, T, 1]
+    # view passes for channels-last (its size-1 dim's stride is free) while the output gradient, through
+    # the permute, is laid out otherwise. The planned step matches the same norm written out in ops, in
+    # float64 (the check is against that, not against torch's native kernel).
+    import numpy as np
+    from test_numerics import tvm_step
+
+    torch.manual_seed(0)
+    native, written = _TransposedBN(8).double(), _WrittenOutBN(8).double()
+    with torch.no_grad():
+        native.bn.weight.uniform_(0.5, 1.5)
+        native.bn.bias.uniform_(-0.5, 0.5)
+        written.bn.weight.copy_(native.bn.weight)
+        written.bn.bias.copy_(native.bn.bias)
+    x, target = torch.randn(2, 1, 5, 8, dtype=torch.float64), torch.randn(2, 1, 8, 5, dtype=torch.float64)
+    ts = from_torch(native, (x,), (target,), loss="mse", optimizer=SGD(lr=0.1), quiet=True)
+    loss, _, after = tvm_step(ts, (x,), (target,))
+    ref_loss = torch.nn.functional.mse_loss(written(x), target)
+    ref_loss.backward()
+    assert abs(loss - ref_loss.item()) < 1e-12
+    for name in ("bn.weight", "bn.bias"):
+        p = dict(written.named_parameters())[name]
+        np.testing.assert_allclose(after[name], (p - 0.1 * p.grad).detach().numpy(), rtol=1e-10, atol=1e-12)
