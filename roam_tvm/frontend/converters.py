@@ -13,6 +13,7 @@
 * ``topk`` with ``sorted=False``: the sorted result (a valid unsorted one).
 * ``sort.stable`` (``torch.argsort(..., stable=True)``): TVM's stable ``argsort`` and a gather.
 * ``detach``: a stop-gradient (``detach``).
+* ``cat`` with 1-D size-0 operands (an empty key/value cache): skipped, as PyTorch skips them.
 * ``full`` / ``full_like`` with an infinite fill (a causal mask): see ``full_nonfinite``.
 * ``select`` with a negative index (``out[:, -1]``): TVM emits ``take(x, -1, mode="fast")``,
   which reads before the start of the axis (garbage in an RNN classifier's last step). The
@@ -134,6 +135,23 @@ def _topk(node, importer):
         R.topk(x, k=k, axis=dim, largest=largest, ret_type="both", dtype="int64"))
 
 
+def _is_empty_vector(x) -> bool:
+    dims = getattr(getattr(x.ty, "shape", None), "values", None)
+    return dims is not None and len(dims) == 1 and isinstance(dims[0], tvm.tirx.IntImm) and int(dims[0]) == 0
+
+
+def _cat(node, importer):
+    """``torch.cat`` skipping 1-D size-0 operands, as PyTorch's legacy rule does (a key/value cache that
+    starts as ``torch.empty(0)`` and is concatenated with the first ``[B, H, T, D]`` keys: XLM with its default
+    ``use_cache``); TVM's ``concat`` refuses operands of another rank."""
+    args = importer.retrieve_args(node)
+    tensors = [t for t in args[0] if not _is_empty_vector(t)] or list(args[0][:1])
+    axis = args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    if len(tensors) == 1:
+        return tensors[0]
+    return importer.block_builder.emit(R.concat(tensors, axis=axis))
+
+
 def _sort_stable(node, importer):
     """``sort(x, stable=..., dim=, descending=)`` (``torch.argsort(..., stable=True)``: sort-based MoE
     dispatch), which TVM's converter map lacks: its ``argsort`` is a stable sort (std::stable_sort on CPU),
@@ -146,7 +164,7 @@ def _sort_stable(node, importer):
     return bb.emit(relax.Tuple([bb.emit(R.gather_elements(x, indices, axis=dim)), indices]))
 
 
-CONVERTERS = {"select.int": _select, "sort.stable": _sort_stable, "scatter_add.default": _scatter_add,
+CONVERTERS = {"select.int": _select, "cat.default": _cat, "sort.stable": _sort_stable, "scatter_add.default": _scatter_add,
               "amax.default": _reduce_extreme(R.max), "amin.default": _reduce_extreme(R.min),
               "topk.default": _topk, "full.default": convert_full,
               "full_like.default": convert_full_like, "detach.default": convert_detach,
