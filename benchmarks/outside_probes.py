@@ -3,12 +3,15 @@
     python benchmarks/outside_probes.py                    # every row, one at a time
     python benchmarks/outside_probes.py dlrm stn           # some rows
     nice python benchmarks/outside_probes.py --timeout 600 --max-rss-gb 6
+    python benchmarks/outside_probes.py --file kinds_s18.py --summary S.json --table T.md   # one probe file's rows
+    python benchmarks/outside_probes.py --file kinds_s18.py --summary-only ...            # its table, no runs
 
 Each row is one ``roam-tvm compare --model benchmarks/outside/<file>:<factory> --optimizer adam
 --planners tvm-default pytorch roam --quiet`` in its own process, watched for wall time and
 resident memory by ``families.watch``; a row that fails or is stopped is recorded with its error
 and the others go on. It writes ``benchmarks/results/runs/outside/<factory>.json`` (the compare
 report plus ``run`` and ``row``, or ``{"error", "run"}``), then rebuilds from every row file there
+(``--file``: from that probe file's rows only)
 
 ``benchmarks/results/outside_probes.json``
     ``{command, versions, machine, rows: [{model, file, ops, tvm_default, pytorch, roam, cut, pair, set,
@@ -251,10 +254,10 @@ def run_row(name: str, timeout: float, max_rss_gb: float, out: str) -> dict:
     return result
 
 
-def write_summary(command: str, out: str, summary: str, table: str) -> list[dict]:
-    """Rebuild the summary JSON and Markdown table from every row file in ``out``."""
+def write_summary(command: str, out: str, summary: str, table: str, names: list[str] | None = None) -> list[dict]:
+    """Rebuild the summary JSON and Markdown table from every row file in ``out`` (only ``names``' if given)."""
     rows, versions, machine = [], None, None
-    for name in [*ROWS, *VARIANTS]:
+    for name in [n for n in [*ROWS, *VARIANTS] if names is None or n in names]:
         path = os.path.join(out, f"{name}.json")
         if not os.path.exists(path):
             continue
@@ -272,25 +275,34 @@ def write_summary(command: str, out: str, summary: str, table: str) -> list[dict
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("models", nargs="*", default=list(ROWS), help=f"rows to run (default all: {', '.join(ROWS)})")
+    ap.add_argument("models", nargs="*", help=f"rows to run (default all, or --file's: {', '.join(ROWS)})")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds before a row is stopped")
     ap.add_argument("--max-rss-gb", type=float, default=8.0, help="resident GiB before a row is stopped")
     ap.add_argument("--out", default=RUNS, help="folder of the per-row JSONs")
     ap.add_argument("--summary", default=SUMMARY)
     ap.add_argument("--table", default=TABLE)
+    ap.add_argument("--file", help="summary and table of this probe file's rows only (e.g. kinds_s18.py); with no "
+                    "rows named, its rows are the ones run")
+    ap.add_argument("--summary-only", action="store_true", help="rebuild the summary from the row files, run nothing")
     args = ap.parse_args(argv)
+    names = None
+    if args.file:
+        names = [n for n, f in ROWS.items() if f == args.file]
+        if not names:
+            ap.error(f"--file {args.file}: no rows come from that file")
+    args.models = args.models or names or list(ROWS)
     unknown = [m for m in args.models if m not in ROWS and m not in VARIANTS]
     if unknown:
         ap.error(f"unknown row(s) {unknown}; valid: {', '.join([*ROWS, *VARIANTS])}")
     if args.timeout <= 0 or args.max_rss_gb <= 0:
         ap.error("--timeout and --max-rss-gb must be above 0")
     command = "python benchmarks/outside_probes.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    for name in args.models:
+    for name in [] if args.summary_only else args.models:
         row = run_row(name, args.timeout, args.max_rss_gb, args.out)["row"]
         print(f"{name}: {row['error'] or 'roam/cut %.4f, meets bar %s' % (row['roam_over_cut'], row['meets_bar'])}",
               flush=True)
-        write_summary(command.strip(), args.out, args.summary, args.table)  # after each row: a stopped run keeps them
-    rows = write_summary(command.strip(), args.out, args.summary, args.table)
+        write_summary(command.strip(), args.out, args.summary, args.table, names)  # a stopped run keeps them
+    rows = write_summary(command.strip(), args.out, args.summary, args.table, names)
     print(markdown(rows))
     return 0
 

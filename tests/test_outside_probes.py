@@ -102,6 +102,21 @@ def test_summary_files_from_row_files(probes, tmp_path):
     assert "no: boom" in table
 
 
+def test_summary_of_one_probe_file_runs_nothing(probes, tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for name in ("ncf", "stn"):  # embeddings.py's and layers.py's
+        report = _report(tvm=1000, pytorch=900, roam=510, cut=500)
+        report.update(row=probes.summary_row(name, report))
+        (runs / f"{name}.json").write_text(json.dumps(report))
+    args = ["--file", "embeddings.py", "--summary-only", "--out", str(runs), "--summary", str(tmp_path / "s.json"),
+            "--table", str(tmp_path / "t.md")]
+    assert probes.main(args) == 0
+    assert [r["model"] for r in json.loads((tmp_path / "s.json").read_text())["rows"]] == ["ncf"]
+    with pytest.raises(SystemExit):
+        probes.main(["--file", "no_such_file.py", "--summary-only"])
+
+
 def test_variant_rows_add_their_flags(probes):
     """A variant row runs its factory's compare with its extra flags (AMP rows: ``--precision``)."""
     assert set(probes.VARIANTS).isdisjoint(probes.ROWS)
