@@ -90,6 +90,7 @@ def _flat(value) -> list:
     return [value.numpy()] if hasattr(value, "numpy") else [a for item in value for a in _flat(item)]
 
 
+@pytest.mark.slow  # ~18 s; the budgeted pipeline's fit and bit-identity: test_remat_families by default
 def test_budgeted_module_builds_fits_and_matches_the_unbudgeted_step():
     # plan_budgeted's module is what gpu_export.py compiles: built for llvm, the bytes it
     # allocates (counted at the allocator) stay within the budget, and its results are the

@@ -19,8 +19,8 @@ from test_outside_kinds_more import check_outside_step  # noqa: E402
 
 HF, NN = os.path.join(OUTSIDE, "kinds_new.py"), os.path.join(OUTSIDE, "kinds_new_nn.py")
 # one small row of each new construct by default (a GRUCell loop, a dict output read by a loss callable)
-FAST = [("gru_cell_loop", NN), ("cnn_dict_aux", NN)]
-SLOW = [(n, HF) for n in ("qwen2", "mistral_swa", "starcoder2", "nemotron", "glm", "glm4", "helium", "smollm3",
+FAST = [("cnn_dict_aux", NN)]  # GRU cell loops: test_rnn_* by default, gru_cell_loop with --runslow
+SLOW = [("gru_cell_loop", NN)] + [(n, HF) for n in ("qwen2", "mistral_swa", "starcoder2", "nemotron", "glm", "glm4", "helium", "smollm3",
                           "olmo3", "qwen3_moe", "flan_t5", "byt5", "maskformer_swin", "donut_swin",
                           "qwen2_frozen_body", "swin_frozen_stage1", "t5_frozen_encoder", "qwen2_masked_loss",
                           "helium_model_output", "qwen2_dict_out", "gpt_oss", "glm4_moe", "apertus", "exaone4",

@@ -6,9 +6,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow  # ~30 s; the budget pipeline has its own fast tests (test_remat_*)
 def test_twenty_budgets_on_small_zoo_models(tmp_path):
     out = tmp_path / "remat.json"
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
