@@ -113,10 +113,8 @@ class _PairMode:
                     if isinstance(other, torch.Tensor):
                         other = other.unsqueeze(-1)  # a real factor scales both parts
                     return self._mark(pair * other)
-                if func in (torch.conj, T.conj, torch.conj_physical, T.conj_physical, torch.resolve_conj,
-                            T.resolve_conj):  # (a, b) -> (a, -b): Autoformer's autocorrelation, rfft(q) * conj(rfft(k))
-                    if func in (torch.resolve_conj, T.resolve_conj):
-                        return x
+                if func in (torch.conj, T.conj, torch.conj_physical, T.conj_physical):
+                    # (a, b) -> (a, -b): Autoformer's autocorrelation, rfft(q) * conj(rfft(k))
                     return self._mark(torch.stack([x[..., 0], -x[..., 1]], -1))
                 if func in (torch.neg, T.neg, T.__neg__):
                     return self._mark(-x)
@@ -144,7 +142,7 @@ class _PairMode:
                     keep = [a for a in rest if not isinstance(a, torch.dtype)]
                     kw = {k: v for k, v in kwargs.items() if k != "dtype"}
                     return self._mark(func(x, *keep, **kw))
-                if func in (T.float, T.type_as):
+                if func in (T.float, T.type_as, torch.resolve_conj, T.resolve_conj):  # pairs hold no lazy conj bit
                     return self._mark(x)
                 raise UnsupportedError(
                     f"a complex tensor reaches {name}, which roam-tvm does not trace on complex numbers (held as "

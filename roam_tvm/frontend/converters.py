@@ -164,7 +164,8 @@ def _sort_stable(node, importer):
     return bb.emit(relax.Tuple([bb.emit(R.gather_elements(x, indices, axis=dim)), indices]))
 
 
-CONVERTERS = {"select.int": _select, "cat.default": _cat, "sort.stable": _sort_stable, "scatter_add.default": _scatter_add,
+CONVERTERS = {"select.int": _select, "cat.default": _cat, "sort.stable": _sort_stable,
+              "scatter_add.default": _scatter_add,
               "amax.default": _reduce_extreme(R.max), "amin.default": _reduce_extreme(R.min),
               "topk.default": _topk, "full.default": convert_full,
               "full_like.default": convert_full_like, "detach.default": convert_detach,

@@ -69,10 +69,13 @@ def _angles(rows: int, cols: int, n: int) -> np.ndarray:
     return 2.0 * np.pi * (np.outer(j, k) % n) / n  # exact angles for large j * k
 
 
-def _complex_along(a, b, d: int, inverse: bool, rows: int, scale: float):
-    """(I)DFT along ``d`` of ``a + ib`` (``b`` None: real), keeping the first ``rows`` outputs."""
-    n = int(a.shape[d])
-    ang = _angles(rows, n, n)
+def _complex_along(a, b, d: int, inverse: bool, rows: int, scale: float, n: int):
+    """Length-``n`` (I)DFT along ``d`` of ``a + ib`` (``b`` None: real), keeping the first ``rows`` outputs.
+    A signal longer than ``n`` is trimmed; a shorter one is zero-padded by the matrix having only its
+    columns (as ``_irfft_along`` takes fewer coefficients), so no padded copy is made."""
+    if int(a.shape[d]) > n:
+        a, b = a.narrow(d, 0, n), (None if b is None else b.narrow(d, 0, n))
+    ang = _angles(rows, int(a.shape[d]), n)
     c, s = _torch_const(np.cos(ang) * scale, a), _torch_const(np.sin(ang) * scale, a)
     sign = 1.0 if inverse else -1.0  # Y = (C + sign * iS) X
     if b is None:
@@ -95,27 +98,14 @@ def _irfft_along(a, b, d: int, n: int, norm):
     return _mix(c, a, d) - _mix(s, b, d)
 
 
-def _resize(t, d: int, size: int):
-    """``t`` trimmed or zero-padded to ``size`` along ``d``, as ``torch.fft``'s ``n`` / ``s`` does."""
-    import torch
-
-    have = int(t.shape[d])
-    if size <= have:
-        return t.narrow(d, 0, size)
-    pad = list(t.shape)
-    pad[d] = size - have
-    return torch.cat([t, torch.zeros(pad, dtype=t.dtype)], d)
-
-
-def _resize_signal(a, b, dims, sizes, last_free: bool):
-    """The signal ``a + ib`` at the lengths ``n`` / ``s`` asks for (irfft's last one is its output's)."""
-    for i, (d, sz) in enumerate(zip(dims, sizes)):
-        if sz is None or sz == -1 or (last_free and i == len(dims) - 1) or sz == int(a.shape[d]):
-            continue
-        if sz < 1:
-            raise UnsupportedError(f"torch.fft signal length {sz} on dim {d}: expected a positive length")
-        a, b = _resize(a, d, sz), (None if b is None else _resize(b, d, sz))
-    return a, b
+def _lengths(dims, sizes, shape) -> dict[int, int]:
+    """Each transformed dim's length: ``n`` / ``s`` where given (the signal trimmed or zero-padded to it, as
+    PyTorch does), else the signal's."""
+    lengths = {d: int(shape[d]) if sz in (None, -1) else int(sz) for d, sz in zip(dims, sizes)}
+    for d, n in lengths.items():
+        if n < 1:
+            raise UnsupportedError(f"torch.fft signal length {n} on dim {d}: expected a positive length")
+    return lengths
 
 
 def dft(name: str, x, is_pair: bool, args: tuple, kwargs: dict):
@@ -127,17 +117,17 @@ def dft(name: str, x, is_pair: bool, args: tuple, kwargs: dict):
     dims, sizes, norm = _parse(name, len(shape), args, kwargs)
     a, b = (x[..., 0], x[..., 1]) if is_pair else (x, None)
     base = name.rstrip("2n") if name not in ("fft", "ifft", "rfft", "irfft") else name
-    a, b = _resize_signal(a, b, dims, sizes, last_free=base == "irfft")
-    if base == "irfft":
+    lengths = _lengths(dims, sizes, shape)
+    if base == "irfft":  # its last length is the output's (2 * (m - 1) by default)
         b = torch.zeros_like(a) if b is None else b
         for d in dims[:-1]:
-            a, b = _complex_along(a, b, d, True, int(a.shape[d]), _scale(norm, int(a.shape[d]), True))
+            a, b = _complex_along(a, b, d, True, lengths[d], _scale(norm, lengths[d], True), lengths[d])
         last = sizes[-1] if sizes[-1] not in (None, -1) else 2 * (int(a.shape[dims[-1]]) - 1)
         return _irfft_along(a, b, dims[-1], int(last), norm)
     inverse = base == "ifft"
     order = dims[::-1] if base == "rfft" else dims  # rfft halves the last dim first
     for i, d in enumerate(order):
-        n = int(a.shape[d])
+        n = lengths[d]
         rows = n // 2 + 1 if base == "rfft" and i == 0 else n
-        a, b = _complex_along(a, b, d, inverse, rows, _scale(norm, n, inverse))
+        a, b = _complex_along(a, b, d, inverse, rows, _scale(norm, n, inverse), n)
     return torch.stack([a, b], -1)
