@@ -27,6 +27,7 @@ import argparse
 import ast
 import json
 import os
+import re
 import sys
 import tempfile
 
@@ -127,7 +128,9 @@ def public_factories(file: str) -> list[str]:
     return [node.name for node in tree.body if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")]
 
 
-for _file in ("kinds_s18.py", "kinds_s18_vision.py", "kinds_s18_nn.py"):  # session 18's probe files, every factory
+# session 18's probe files and later ones (kinds_s19*.py, ...): every public function is a row
+for _file in sorted(f for f in os.listdir(os.path.join(HERE, "outside"))
+                    if re.fullmatch(r"kinds_s(1[89]|[2-9]\d)\w*\.py", f)):
     ROWS.update({name: _file for name in public_factories(_file)})
 # rows that run a factory of ROWS with extra compare flags: row -> (factory, flags)
 VARIANTS = {"t5_small_bf16amp": ("t5_small", ["--precision", "bf16-amp"]),
