@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(ROOT, "benchmarks", "run.py")
 
@@ -37,6 +39,7 @@ def test_update_readme_adds_then_replaces_section(tmp_path):
     assert text2.count("## Results") == 1 and "| a | b |" not in text2
 
 
+@pytest.mark.slow  # a real benchmark run: ~15 s
 def test_run_quick_mlp_rebuilds_readme_table(tmp_path):
     run = _load_run()
     out = tmp_path / "results"

@@ -107,7 +107,7 @@ class TinySTN(nn.Module):
 
 
 @pytest.mark.parametrize("align_corners,padding_mode",
-                         [(True, "zeros"), (False, "zeros"), (False, "border")])
+                         [(True, "zeros"), pytest.param(False, "zeros", marks=pytest.mark.slow), (False, "border")])
 def test_spatial_transformer_float64(align_corners, padding_mode):
     torch.manual_seed(3)
     m = TinySTN(align_corners, padding_mode).double()

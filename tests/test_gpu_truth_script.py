@@ -41,6 +41,7 @@ def test_same_bits_sees_one_flipped_bit_and_a_dtype_change():
     assert gt._same_bits(nan, [nan[0].copy()])  # bits, not values: NaN equals its own copy
 
 
+@pytest.mark.slow  # the script end to end on llvm: ~15 s
 def test_llvm_run_of_the_tiny_mlp(tmp_path):
     gt = _load()
     out = tmp_path / "gt.json"

@@ -70,6 +70,7 @@ def _mobile(dtype, batch=2, res=8, **kw):
     return model, (x,), (torch.randint(0, 3, (batch,)),)
 
 
+@pytest.mark.slow  # hardswish also runs in test_activation_step_matches_torch_float64
 def test_hardswish_step_matches_torch_float64():
     """Redone clips give the same step: hardswish, hardsigmoid, BN, depthwise conv.
 

@@ -100,9 +100,16 @@ def _loss(kind, out, *targets):
         return kind(out, *targets)
     if kind == "mse":
         return sum(torch.nn.functional.mse_loss(out, t) for t in targets)
-    logits = out.reshape(-1, out.shape[-1]) if out.dim() > 2 else out
-    return sum(torch.nn.functional.cross_entropy(logits, t.reshape(-1) if out.dim() > 2 else t)
-               for t in targets)
+    return sum(_cross_entropy(out, t) for t in targets)
+
+
+def _cross_entropy(out, target):
+    """F.cross_entropy's convention (classes in dim 1), except language-model logits [B, T, V] with [B, T]
+    targets, whose classes are last; written here apart from the frontend's own choice."""
+    if out.dim() > 2 and tuple(target.shape) == tuple(out.shape[:-1]) \
+            and tuple(target.shape) != tuple(out.shape[:1] + out.shape[2:]):
+        return torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
+    return torch.nn.functional.cross_entropy(out, target)
 
 
 def torch_step(model, inputs, targets, loss, opt):

@@ -82,6 +82,7 @@ def test_hf_usage_tiny_slow(name, monkeypatch):
     _check(name, monkeypatch, USAGE_PATH)
 
 
+@pytest.mark.slow
 def test_wrapped_hf_model_trains_without_its_cache(monkeypatch):
     """An HF model inside the user's own module keeps ``config.use_cache`` on; the export turns it off in
     every config (TVM's importer refused the concat to the empty cache) and puts it back."""

@@ -21,11 +21,11 @@ from test_outside_hf_more import OUTSIDE, _module  # noqa: E402
 
 HF, NN = os.path.join(OUTSIDE, "kinds_more.py"), os.path.join(OUTSIDE, "kinds_more_nn.py")
 # a CNN with odd skips and the dynamic-RoPE fix by default (RNNs: test_rnn_*); the rest with --runslow
-FAST = [("unet_odd", NN), ("llama_rope_dynamic", HF)]
+FAST = [("llama_rope_dynamic", HF)]  # U-Nets: test_families
 SLOW = [(n, HF) for n in ("swinv2", "swin_pad", "swin_frozen_embed", "longt5_local", "longt5_tglobal", "t5_enc_cls",
                           "t5_lora", "llama_tied_mqa", "llama_rope_llama3", "olmoe", "granitemoe",
                           "deepseek_v3", "t5_small")] + \
-       [(n, NN) for n in ("densenet_bc", "unet_convt_bn", "unet_attention", "lstm3", "gru_bi2",
+       [(n, NN) for n in ("unet_odd", "densenet_bc", "unet_convt_bn", "unet_attention", "lstm3", "gru_bi2",
                           "lstm_lm", "moe_expert_choice", "lstm_proj")]
 
 

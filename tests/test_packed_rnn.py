@@ -55,7 +55,7 @@ CASES = {
 }
 
 
-SLOW = {"rnn_tanh", "gru_h0"}  # covered in part by the others; with --runslow
+SLOW = {"rnn_tanh", "gru_h0", "gru_2layer_bi"}  # covered in part by the others; with --runslow
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c

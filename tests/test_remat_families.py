@@ -110,6 +110,7 @@ def test_family_budgeted_step_fits_and_is_bit_identical_slow(make, precision):
     _check_budgeted(_prepared(make, precision))
 
 
+@pytest.mark.slow  # monotonicity; the budgeted step itself stays in CI
 def test_family_larger_budget_never_recomputes_more(gru):
     # Budgets from the floor through the middle to the unbudgeted peak on one family (GRU: many
     # small recurrent ops), each rewritten and checked independently; the recomputation overhead
