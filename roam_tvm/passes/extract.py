@@ -149,7 +149,7 @@ class _Extractor:
             return self.var_values.get(expr)
         if isinstance(expr, relax.Tuple):
             return [self._value(f, where) for f in expr.fields]
-        if isinstance(expr, tvm.ir.Constant):
+        if isinstance(expr, tvm.ir.Constant) and isinstance(expr.ty, relax.TensorType):
             if expr not in self.const_tensors:
                 self.const_tensors[expr] = self._new_tensor(expr.ty, f"const{len(self.const_tensors)}", "const")
             return self.const_tensors[expr]
@@ -159,7 +159,7 @@ class _Extractor:
                 raise ExtractError(f"{self.name}: {where}: item {expr.index} of a value that is not a tuple "
                                    f"with that many fields; the function is left to StaticPlanBlockMemory")
             return whole[expr.index]
-        return None  # shapes, prim values, strings, functions
+        return None  # shapes, prim values (scalar constants), strings, dtypes, functions
 
     def _leaves(self, expr, where: str = "argument") -> list[int]:
         return flatten(self._value(expr, where))
@@ -171,6 +171,20 @@ class _Extractor:
         if isinstance(sinfo, relax.TensorType):
             return self._new_tensor(sinfo, name, kind)
         return None
+
+    def _param_value(self, name: str, sinfo, kind: str) -> Value:
+        """Like :meth:`_fresh_value`, for a parameter: one whose size is unknown (a dimension with no upper
+        bound, a rank-only type) gets size 0, since the function never allocates its parameters."""
+        if isinstance(sinfo, relax.TupleType):
+            return [self._param_value(f"{name}.{i}", f, kind) for i, f in enumerate(sinfo.fields)]
+        if not isinstance(sinfo, relax.TensorType):
+            return None
+        try:
+            return self._new_tensor(sinfo, name, kind)
+        except ExtractError:
+            tid = len(self.tensors)
+            self.tensors.append(Tensor(tid, name, 0, str(sinfo.dtype), (), kind, False, None))
+            return tid
 
     def _alias_value(self, name: str, value: Value) -> Value:
         """A new alias tensor for every leaf of ``value`` (nesting kept)."""
@@ -212,7 +226,7 @@ class _Extractor:
     # ----------------------------------------------------------- bindings
     def visit_function(self) -> RelaxGraph:
         for p in self.func.params:
-            self.var_values[p] = self._fresh_value(p.name, p.ty, self.param_kinds.get(p.name, "input"))
+            self.var_values[p] = self._param_value(p.name, p.ty, self.param_kinds.get(p.name, "input"))
         body = self.func.body
         if not isinstance(body, relax.SeqExpr):
             raise ExtractError(f"{self.name}: function body is not a sequence of bindings; run relax.transform.Normalize first")
@@ -269,7 +283,8 @@ class _Extractor:
         if isinstance(b, relax.MatchCast) or isinstance(value, (relax.Var, relax.Tuple, relax.TupleGetItem)):
             self._bind_view(var, self._value(value, at), "view", where)
             return
-        if isinstance(value, tvm.ir.Constant):
+        if isinstance(value, (tvm.ir.Constant, relax.ShapeExpr, relax.ExternFunc)):
+            # a tensor constant, or a value that holds no tensor (R.str, R.prim_value, R.shape, an extern)
             self.var_values[var] = self._value(value, at)
             self._add_op("const", [], [], "view", [where])
             return

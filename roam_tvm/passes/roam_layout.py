@@ -122,8 +122,16 @@ def plan_function(mod: tvm.IRModule, gv: tvm.ir.GlobalVar, alignment: int,
     new_func = tvm_static_plan()(_with(mod, gv, new_func))[gv]
     violations = check_plan(func, new_func, mod)
     if violations:
-        raise RuntimeError("the plan checker rejected the plan: " + "; ".join(violations[:3]))
+        raise RuntimeError(checker_verdict(violations))
     return new_func, plans, rg
+
+
+def checker_verdict(violations: list[str]) -> str:
+    """Why a plan is not emitted: the checker found it wrong, or has no model for something in the function."""
+    if all(v.startswith("cannot verify") for v in violations):
+        reasons = "; ".join(v.removeprefix("cannot verify:").strip() for v in violations[:3])
+        return f"the plan checker cannot verify a plan of this function ({reasons})"
+    return "the plan checker rejected the plan: " + "; ".join(violations[:3])
 
 
 def choose_plan(mod: tvm.IRModule, baseline: tvm.IRModule, gv: tvm.ir.GlobalVar, alignment: int,
@@ -146,6 +154,11 @@ def choose_plan(mod: tvm.IRModule, baseline: tvm.IRModule, gv: tvm.ir.GlobalVar,
         warnings.warn(f"RoamLayout: function {name!r} left to StaticPlanBlockMemory: {err}")
         record.status = f"fallback: {err}"
         return baseline[gv], _safe_cost(baseline[gv], baseline), record
+    except Exception as err:  # noqa: BLE001 - a drop-in pass must not stop the user's build
+        reason = f"internal error {type(err).__name__}: {err} (please report it with the module)"
+        warnings.warn(f"RoamLayout: function {name!r} left to StaticPlanBlockMemory after an {reason}")
+        record.status = f"fallback: {reason}"
+        return baseline[gv], _safe_cost(baseline[gv], baseline), record
     offsets = {t: off for p in plans for t, off in p.offsets.items()}
     g = rg.graph
     record.update(arena_bytes=sum(p.arena_bytes for p in plans),
@@ -166,7 +179,7 @@ def choose_plan(mod: tvm.IRModule, baseline: tvm.IRModule, gv: tvm.ir.GlobalVar,
 def _safe_cost(func: relax.Function, mod: tvm.IRModule) -> PlanCost | None:
     try:
         return plan_cost(func, mod)
-    except (ExtractError, GraphError):
+    except Exception:  # noqa: BLE001 - no cost: callers keep TVM's plan
         return None
 
 

@@ -32,7 +32,7 @@ from ..graph import GraphError
 from .extract import ExtractError, RelaxGraph, extract_graph
 from ..verify import check_plan
 from .records import OrderRecord, record_order
-from .roam_layout import choose_plan, default_alignment, tvm_static_plan, with_functions
+from .roam_layout import checker_verdict, choose_plan, default_alignment, tvm_static_plan, with_functions
 
 
 def reorder_function(rg: RelaxGraph, order: list[int]) -> relax.Function:
@@ -159,9 +159,9 @@ class RoamOrder:
                         baseline = baseline if baseline is not None else tvm_static_plan()(mod)
                         worse = self._worse_for_layout(mod, baseline, gv, new_func)
                     if violations:
-                        rec.status = f"kept input order: the plan checker rejected the new order: {violations[0]}"
+                        rec.status = f"kept input order: {checker_verdict(violations)}"
                         warnings.warn(f"RoamOrder: function {gv.name_hint!r} kept in its input order: "
-                                      f"the plan checker rejected the new order: {violations[0]}")
+                                      f"{checker_verdict(violations)}")
                     elif worse:
                         rec.status = f"kept input order: {worse}"
                         warnings.warn(f"RoamOrder: function {gv.name_hint!r} kept in its input order: {worse}")
@@ -170,5 +170,10 @@ class RoamOrder:
             except (ExtractError, GraphError) as err:
                 warnings.warn(f"RoamOrder: function {gv.name_hint!r} left in program order: {err}")
                 rec = OrderRecord(function=gv.name_hint, status=f"skipped: {err}")
+            except Exception as err:  # noqa: BLE001 - a drop-in pass must not stop the user's build
+                reason = f"internal error {type(err).__name__}: {err} (please report it with the module)"
+                warnings.warn(f"RoamOrder: function {gv.name_hint!r} left in program order after an {reason}")
+                rec = OrderRecord(function=gv.name_hint, status=f"skipped: {reason}")
+                updates.pop(gv, None)
             record_order(rec)
         return with_functions(mod, updates) if updates else mod

@@ -28,9 +28,20 @@ from typing import Sequence
 import tvm
 from tvm import relax
 
+from ..graph import GraphError
+from .extract import ExtractError
 from .records import OrderRecord, latest_layout, latest_order, record_layout, record_order
 from .roam_layout import RoamLayout, simulated_peak
 from .roam_order import RoamOrder
+
+
+def _peak_or_inf(func: relax.Function, mod: tvm.IRModule) -> float:
+    """The simulated peak, or infinity for a function roam cannot analyse (both candidates then tie, and
+    program order, where RoamLayout left the function to TVM, is kept)."""
+    try:
+        return simulated_peak(func, mod)
+    except (ExtractError, GraphError):
+        return float("inf")
 
 
 @tvm.transform.module_pass(opt_level=0, name="RoamPlan")
@@ -66,8 +77,8 @@ class RoamPlan:
             if not isinstance(func, relax.Function):
                 continue
             name = gv.name_hint
-            peak_a = simulated_peak(func, ordered)
-            peak_b = simulated_peak(program[name], program)
+            peak_a = _peak_or_inf(func, ordered)
+            peak_b = _peak_or_inf(program[name], program)
             rec = copy.copy(order_recs.get(name)) or OrderRecord(function=name)
             if peak_a < peak_b:
                 out[name] = func
