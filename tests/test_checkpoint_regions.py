@@ -50,3 +50,60 @@ def test_plain_forward_does_not_warn():
     before = (ckpt._checkpoint_without_reentrant_generator, ckpt.CheckpointFunction)
     assert _export_warnings(_Net())[1] == []
     assert (ckpt._checkpoint_without_reentrant_generator, ckpt.CheckpointFunction) == before  # restored
+
+
+class _Nested(nn.Module):
+    """A checkpointed block whose body checkpoints again (Hugging Face Swin's stage around its layers),
+    or one reentrant region."""
+
+    def __init__(self, reentrant=False):
+        super().__init__()
+        self.a, self.b, self.c, self.reentrant = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 3), reentrant
+
+    def inner(self, t):
+        return torch.relu(self.b(t))
+
+    def outer(self, t):
+        return checkpoint(self.inner, t, use_reentrant=self.reentrant) + t
+
+    def forward(self, x):
+        return self.c(checkpoint(self.outer, self.a(x), use_reentrant=self.reentrant))
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_checkpointed_regions_train_like_pytorch(reentrant):
+    """Nested non-reentrant regions (their inner one exported as set_grad_enabled(False)) and reentrant
+    regions (a no-grad forward) used to give every parameter a zero update; PyTorch's step trains them."""
+    import sys
+    import os
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    import test_numerics
+    from roam_tvm.frontend import SGD
+
+    torch.manual_seed(0)
+    model = _Nested(reentrant)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        test_numerics.compare_step(model, (torch.randn(2, 8),), (torch.tensor([0, 2]),), "cross_entropy",
+                                   SGD(lr=0.1))
+
+
+class _AllNoGrad(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 3)
+
+    def forward(self, x):
+        with torch.no_grad():
+            h = self.a(x)
+        return h * 2.0
+
+
+def test_a_step_that_trains_nothing_is_refused():
+    from roam_tvm.frontend import SGD, from_torch
+    from roam_tvm.frontend.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError, match="does not depend differentiably on any trainable parameter"):
+        from_torch(_AllNoGrad(), (torch.randn(2, 8),), (torch.tensor([0, 2]),), loss="cross_entropy",
+                   optimizer=SGD(lr=0.1), quiet=True)

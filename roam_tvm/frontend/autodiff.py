@@ -14,7 +14,7 @@ from .backward_casts import recompute_upcasts_in_backward
 from .backward_elementwise import recompute_elementwise_in_backward
 from .backward_input_slices import recompute_input_slices_in_backward
 from .double_transpose import cancel_double_transposes
-from .errors import MissingGradientError
+from .errors import MissingGradientError, UnsupportedError
 from .gradient_errors import explain_gradient_failure
 from .norm_grad import share_statistics
 from .per_consumer_terms import merge_identical_bindings, per_consumer_terms
@@ -38,6 +38,14 @@ def check_gradients(func: relax.Function, param_vars: list) -> None:
     """
     gradients.ensure_registered()
     active = ActiveVars(func, param_vars).active  # what Gradient will differentiate
+    target = _target(func)
+    if param_vars and target is not None and target not in active:
+        raise UnsupportedError(
+            "the loss does not depend differentiably on any trainable parameter: every path from a "
+            "parameter to the loss passes through a no-grad region (torch.no_grad(), .detach(), "
+            "set_grad_enabled(False)) or a non-differentiable op (argmax, rounding, integer casts), so "
+            "the step would train nothing. Move the no-grad region off the path to the loss, or check "
+            "which parameters should have requires_grad=True.")
     for b in bindings(func):
         if b.var not in active:
             continue
@@ -51,6 +59,26 @@ def check_gradients(func: relax.Function, param_vars: list) -> None:
                 f"Register one with tvm.relax.op.register_gradient('{name}', fn) before "
                 "calling the frontend (see roam_tvm/frontend/gradients.py for examples), or "
                 "change the model to avoid the op.")
+
+
+def _target(func: relax.Function):
+    """The float var ``Gradient`` differentiates (the forward's first output, through tuples and
+    renames), or None where that cannot be read off the bindings."""
+    defs = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    ret = func.body.body
+    for _ in range(len(defs) + 2):
+        if isinstance(ret, relax.Tuple) and ret.fields:
+            ret = ret.fields[0]
+        elif isinstance(ret, relax.TupleGetItem):
+            whole = defs.get(ret.tuple_value, ret.tuple_value)
+            if not isinstance(whole, relax.Tuple):
+                return None
+            ret = whole.fields[ret.index]
+        elif isinstance(ret, relax.Var) and isinstance(defs.get(ret), (relax.Tuple, relax.Var, relax.TupleGetItem)):
+            ret = defs[ret]
+        else:
+            break
+    return ret if isinstance(ret, relax.Var) and isinstance(ret.ty, relax.TensorType) else None
 
 
 def _gradient(mod: tvm.IRModule, pvars: list) -> tvm.IRModule:

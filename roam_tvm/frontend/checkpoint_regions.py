@@ -9,6 +9,11 @@ below the plan. :func:`count_checkpoints` counts the checkpoint calls made while
 non-reentrant generator and the reentrant ``CheckpointFunction``, looked up by ``checkpoint`` at call
 time), and :func:`warn_checkpoints` says what the count means and the way out: a byte budget
 (``--budget`` / ``RoamRemat(budget=...)``), with which roam picks its own recomputation.
+
+While counting, a region runs as the plain call of its function. Left to torch, the export marks a
+reentrant region, and the inner one of two nested non-reentrant regions (Hugging Face Swin's stage and
+layer), as ``set_grad_enabled(False)``: its outputs would be detached and the step would train nothing
+through them.
 """
 from __future__ import annotations
 
@@ -26,23 +31,24 @@ class CheckpointCount:
 
 @contextlib.contextmanager
 def count_checkpoints() -> Iterator[CheckpointCount]:
-    """Within the block, every ``torch.utils.checkpoint.checkpoint`` call is counted (the functions
-    it dispatches to are wrapped; they run unchanged)."""
+    """Within the block, every ``torch.utils.checkpoint.checkpoint`` call is counted and runs its
+    function plainly (no no-grad forward, no saved-tensor hooks: the gradient flows as without it)."""
     from torch.utils import checkpoint as ckpt
 
     count = CheckpointCount()
     generator = ckpt._checkpoint_without_reentrant_generator
     function = ckpt.CheckpointFunction
 
-    def counted_generator(*args, **kwargs):
+    def counted_generator(*_args, **_kwargs):
+        # checkpoint() advances this once before calling the function and once after it
         count.calls += 1
-        return generator(*args, **kwargs)
+        yield
 
     class CountedFunction(function):
         @classmethod
-        def apply(cls, *args, **kwargs):
+        def apply(cls, run_function, _preserve_rng_state, *args):
             count.calls += 1
-            return function.apply(*args, **kwargs)
+            return run_function(*args)
 
     ckpt._checkpoint_without_reentrant_generator = counted_generator
     ckpt.CheckpointFunction = CountedFunction
