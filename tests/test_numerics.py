@@ -114,7 +114,9 @@ def _cross_entropy(out, target):
 
 def torch_step(model, inputs, targets, loss, opt):
     """PyTorch's own step on a copy of ``model``: loss, params, states, buffers (numpy)."""
-    m = copy.deepcopy(model).train()
+    m = copy.deepcopy(model)
+    if not m.training:  # in train mode, each module keeps its own flag (an eval-mode BatchNorm), as handed over
+        m.train()
     o = _torch_opt(opt, m.parameters())
     o.zero_grad()
     lv = _loss(loss, m(*inputs), *targets)

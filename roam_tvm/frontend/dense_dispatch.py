@@ -38,6 +38,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .errors import UnsupportedError, model_frame
+from .module_modes import kept_modes
 from .single_hot import SingleHot
 
 _WAY_OUT = ("Way out: for a mixture of experts, run every expert on all tokens and weight each output by its "
@@ -74,9 +75,8 @@ class DenseDispatch:
         if not self.selections:
             return
         module = fn if isinstance(fn, torch.nn.Module) else None
-        was_training = module.training if module is not None else None
         worst, trials = 0.0, [args] + [_shuffled(args, seed) for seed in range(1, TRIALS + 1)]
-        try:
+        with kept_modes(module) if module is not None else contextlib.nullcontext():
             if module is not None:
                 module.eval()
             for k, trial in enumerate(trials):
@@ -98,9 +98,6 @@ class DenseDispatch:
                 worst = max([worst] + [_mismatch(a, b) for a, b in zip(sparse, dense)])
                 if worst > 0:
                     break
-        finally:
-            if module is not None:
-                module.train(was_training)
         if worst > 0:
             raise UnsupportedError(
                 f"{model_name} selects rows by tensor values (torch.where/nonzero/boolean masks); roam-tvm traces "

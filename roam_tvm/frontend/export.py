@@ -17,6 +17,7 @@ from .hf_rope import settle_dynamic_rope, static_rope_updates
 from .hf_rope_augment import rope_augmentation_off, warn_rope_augmentation
 from .hf_solve_triangular import triangular_solves_traced
 from .loss_input import apply_loss, first_output  # noqa: F401 - first_output: callers import it here
+from .module_modes import kept_modes, to_train_mode
 from .noop_casts import noop_module_casts
 from .packed_sequence import traceable_packed_sequences
 from .custom_functions import check_backwards, record_functions
@@ -145,8 +146,9 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
     wrapped = with_loss(model, len(example_inputs), loss_fn)
     if precision is not None:
         wrapped = autocast(wrapped, precision, loss_scale)
-    was_training = model.training
-    model.train()
+    restore = contextlib.ExitStack()
+    restore.enter_context(kept_modes(model))
+    to_train_mode(model)
     # HF: a KV cache in a training step only adds a bogus concat (to an empty cache, which TVM's importer
     # refuses); off in every config, also of a model the user wrapped in a module of their own
     cached = _configs_with_cache(model)
@@ -154,7 +156,6 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
         cfg.use_cache = False
     # one spec per input, then per target; the wrapper takes *args
     ds = (tuple(dynamic_shapes),) if dynamic_shapes is not None else None
-    restore = contextlib.ExitStack()
     try:
         # drop-path modules: the identity while traced and checked, as dropout is
         dropped_paths = restore.enter_context(stochastic_depth_off(model))
@@ -185,7 +186,6 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
         raise _trace_error(model, e) from None
     finally:
         restore.close()
-        model.train(was_training)
         for cfg in cached:
             cfg.use_cache = True
     warn_checkpoints(ckpts, type(model).__name__)  # traced as the plain forward: no recomputation

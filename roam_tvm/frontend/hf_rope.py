@@ -20,6 +20,8 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
+from .module_modes import kept_modes
+
 
 def _is_dynamic(rope_type) -> bool:
     if isinstance(rope_type, dict):
@@ -48,13 +50,9 @@ def settle_dynamic_rope(model, example_inputs: tuple) -> None:
 
     if not dynamic_rope_modules(model):
         return
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            model(*example_inputs)
-    finally:
-        model.train(was_training)
+    with kept_modes(model), torch.no_grad():
+        model.eval()
+        model(*example_inputs)
 
 
 @contextlib.contextmanager

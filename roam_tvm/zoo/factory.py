@@ -148,7 +148,8 @@ def load_factory(ref: str, loss: Optional[str] = None, optimizer: Optional[Optim
     bounds: Dict[str, int] = {}
     if got.get("dynamic_shapes") is not None:
         inputs, targets, bounds = expand_to_upper_bounds(inputs, targets, got["dynamic_shapes"], ref)
-    model.train()
+    if not model.training:  # a model handed over in train mode keeps its modules' own flags (eval BN)
+        model.train()
     meta = any(p.is_meta for p in model.parameters())
     config = {"name": name or func_name, "factory": ref, "loss": loss_name(loss),
               "input_shapes": [list(t.shape) for t in inputs], "target_shapes": [list(t.shape) for t in targets]}
