@@ -160,8 +160,14 @@ def load_step(args):
     if args.optimizer or args.lr:
         from dataclasses import replace
 
-        cfg = replace(cfg, **{k: v for k, v in (("kind", args.optimizer), ("lr", args.lr)) if v})
+        cfg = replace(cfg, **{k: v for k, v in (("kind", args.optimizer), ("lr", args.lr)) if v},
+                      **({"momentum": 0.0} if args.optimizer == "sgd" else {}))  # --optimizer sgd: plain SGD
         spec.optimizer = cfg
+    if args.loss and not spec.targets:
+        raise ArgumentCheckError(
+            f"--loss {args.loss}: {args.model} returns no targets (its model computes its own loss, read by "
+            "the factory's loss callable), so there is nothing to apply that loss to; drop --loss, or have the "
+            "factory return targets")
     if args.loss:
         spec.loss = args.loss
         spec.config["loss"] = args.loss
@@ -208,15 +214,25 @@ def cmd_compare(args) -> int:
                           order_options={"time_limit": args.time_limit, "progress": not args.quiet},
                           layout_options={"time_limit": args.time_limit},
                           progress=not args.quiet, log=None if args.quiet else _log)
+    budget_refused = None
     if args.budget is not None:  # the budgeted roam planner (recomputation), see roam_tvm.remat.compare
         from .remat.compare import budget_report
+        from .remat.floor import BudgetError
 
-        extra = budget_report(ts, args.budget, args.target, report["planners"].get("roam", {}).get("peak_bytes"),
-                              {"time_limit": args.time_limit}, {"time_limit": args.time_limit})
-        report["planners"]["roam-budget"] = extra.pop("planner")
-        report.update(extra)
+        try:
+            extra = budget_report(ts, args.budget, args.target,
+                                  report["planners"].get("roam", {}).get("peak_bytes"),
+                                  {"time_limit": args.time_limit}, {"time_limit": args.time_limit})
+            report["planners"]["roam-budget"] = extra.pop("planner")
+            report.update(extra)
+        except BudgetError as err:  # the other planners' report still stands; the budget is refused
+            budget_refused = str(err)
+            report["planners"]["roam-budget"] = {"peak_bytes": None, "valid": None, "plan_seconds": 0.0,
+                                                 "method": "refused (below the floor)", "error": budget_refused}
     report = {"model": spec.name, "config": {**spec.config, "optimizer": spec.optimizer.kind,
-                                             "loss": loss_name(spec.loss), "target": args.target},
+                                             "lr": spec.optimizer.lr, "loss": loss_name(spec.loss),
+                                             "precision": getattr(args, "precision", None),
+                                             "loss_scale": ts.loss_scale, "target": args.target},
               **report, "import_seconds": import_seconds,
               "command": "roam-tvm " + " ".join(sys.argv[1:])}
     print(f"{spec.name} {spec.config}: {report['ops']} ops in train_step, "
@@ -226,6 +242,9 @@ def cmd_compare(args) -> int:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
         print(f"wrote {args.json}")
+    if budget_refused:
+        _log(f"roam-tvm: error: --budget: {budget_refused}")
+        return 2
     return 0
 
 

@@ -384,3 +384,28 @@ def test_attention_dropout_is_said():
     x, y = torch.randn(2, 5, 8), torch.tensor([0, 3])
     with pytest.warns(RuntimeWarning, match=r"1 dropout op\(s\) \(p=\[0.2\]\) are imported as the identity"):
         from_torch(AttentionDropout(), (x,), (y,), quiet=True)
+
+
+class StackedRNN(torch.nn.Module):
+    """nn.LSTM / nn.GRU(num_layers=2, dropout=p): dropout between the layers, inside one aten op."""
+
+    def __init__(self, cell, dropout):
+        super().__init__()
+        self.rnn = getattr(torch.nn, cell)(4, 6, num_layers=2, dropout=dropout, batch_first=True)
+        self.head = torch.nn.Linear(6, 3)
+
+    def forward(self, x):
+        return self.head(self.rnn(x)[0][:, -1])
+
+
+@pytest.mark.parametrize("cell", ["LSTM", "GRU"])
+def test_rnn_dropout_between_layers_is_said(cell):
+    import warnings
+
+    x, y = torch.randn(2, 5, 4), torch.tensor([0, 2])
+    with pytest.warns(RuntimeWarning, match=r"1 dropout op\(s\) \(p=\[0.3\]\) are imported as the identity"):
+        from_torch(StackedRNN(cell, 0.3), (x,), (y,), quiet=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from_torch(StackedRNN(cell, 0.0), (x,), (y,), quiet=True)
+    assert not [w for w in caught if "dropout op(s)" in str(w.message)]

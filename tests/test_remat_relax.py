@@ -268,3 +268,20 @@ def test_zoo_rewrite_at_the_floor_passes_the_independent_check(name):
     assert extract_graph(new[f], new, f).graph.peak() <= floor < g.peak()
     assert recomputed_calls(mod[f], new[f]) > 0
     assert check_recompute(mod[f], new[f], new) == []
+
+
+def test_a_budget_below_the_floor_keeps_the_report(tmp_path, capsys):
+    """The budget is refused (exit 2, the floor named), but the other planners' table and JSON, minutes of
+    work, are still printed and written."""
+    import json
+
+    from roam_tvm.cli import main
+
+    out = tmp_path / "cmp.json"
+    assert main(["compare", "--model", "mlp", "--small", "--target", "llvm", "--budget", "1000", "--no-cut",
+                 "--planners", "tvm-default", "roam", "--quiet", "--json", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "roam-budget" in captured.out and "refused" in captured.out
+    assert "--budget" in captured.err and "floor" in captured.err
+    r = json.loads(out.read_text())
+    assert r["planners"]["roam"]["peak_bytes"] > 0 and "floor" in r["planners"]["roam-budget"]["error"]

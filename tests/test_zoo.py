@@ -112,6 +112,22 @@ def test_torch_optimizer_kinds():
         OptimizerConfig("lion")
 
 
+def test_optimizer_config_reads_as_torch_optim():
+    """A factory's ``{"kind": "sgd", "momentum": 0.9}`` is torch.optim.SGD(momentum=0.9), whose buffer the
+    plan must hold (it was planned as plain SGD); AdamW's weight decay defaults to torch's 0.01; values
+    torch.optim refuses are refused here, before any export."""
+    cfg = OptimizerConfig(kind="sgd", momentum=0.9)
+    assert cfg.kind == "momentum" and cfg.state_per_param == 1
+    p = [torch.nn.Parameter(torch.ones(3))]
+    assert torch_optimizer(cfg, p).param_groups[0]["momentum"] == 0.9
+    assert OptimizerConfig("adamw").weight_decay == torch.optim.AdamW(p).defaults["weight_decay"]
+    assert OptimizerConfig("adam").weight_decay == 0.0
+    for bad in (dict(lr=-1e-3), dict(lr=0.0), dict(momentum=-0.5), dict(kind="adam", betas=(0.9, 1.0)),
+                dict(eps=-1.0), dict(weight_decay=-0.1), dict(lr=float("nan"))):
+        with pytest.raises(ValueError):
+            OptimizerConfig(**bad)
+
+
 def test_load_factory(tmp_path):
     f = tmp_path / "mymodel.py"
     f.write_text(textwrap.dedent("""

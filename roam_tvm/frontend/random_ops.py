@@ -46,6 +46,25 @@ def _attention_p(node) -> float:
     return float(p) if isinstance(p, (int, float)) else 0.0
 
 
+# stacked RNNs: dropout between layers; (num_layers, dropout, train) at these argument positions
+_RNN = {name + ".input": 4 for name in ("lstm", "gru", "rnn_tanh", "rnn_relu")}
+_RNN.update({name + ".data": 5 for name in ("lstm", "gru", "rnn_tanh", "rnn_relu")})
+
+
+def _rnn_p(node) -> float:
+    at = _RNN[_op(node)]
+    layers, p, train = (node.args[at:at + 3] + (1, 0.0, False))[:3]
+    return float(p) if isinstance(layers, int) and layers > 1 and train is True and isinstance(p, (int, float)) \
+        else 0.0
+
+
+def _p(node) -> float:
+    name = _op(node)
+    if name in _ATTENTION:
+        return _attention_p(node)
+    return _rnn_p(node) if name in _RNN else _dropout_p(node)
+
+
 def _where(node) -> str:
     """The model's own source line that made ``node`` (torch.export's stack trace), or ''."""
     trace = (node.meta.get("stack_trace") or "").strip().splitlines()
@@ -74,7 +93,7 @@ def check_random_ops(ep) -> None:
         name = _op(node)
         if name in _DROPOUT and (name == "bernoulli.p" or _dropout_p(node) > 0):
             drops.append(node)
-        elif name in _ATTENTION and _attention_p(node) > 0:
+        elif (name in _ATTENTION or name in _RNN) and _p(node) > 0:
             drops.append(node)
         elif name in _UNSUPPORTED:
             draws.append(node)
@@ -89,11 +108,11 @@ def check_random_ops(ep) -> None:
             "StochasticDepth that skip their draw in eval mode are imported as the identity with a "
             "warning (drop_path.py); a draw written inline in a forward is not.")
     if drops:
-        ps = sorted({round(_attention_p(n) if _op(n) in _ATTENTION else _dropout_p(n), 4)
-                     for n in drops if _op(n) != "bernoulli.p"})
+        ps = sorted({round(_p(n), 4) for n in drops if _op(n) != "bernoulli.p"})
         warnings.warn(
             f"{len(drops)} dropout op(s) (p={ps or '?'}) are imported as the identity (TVM 0.27 "
             "has no random masks): the step is planned and runs WITHOUT dropout, and keeps no "
             "masks for the backward (PyTorch's step keeps one per dropout). For a faithful step "
             "set dropout to 0 (Hugging Face: hidden_dropout_prob / attention_probs_dropout_prob "
-            "/ dropout / attention_dropout = 0.0).", RuntimeWarning, stacklevel=3)
+            "/ dropout / attention_dropout = 0.0; nn.LSTM / nn.GRU / nn.RNN: dropout=0.0).", RuntimeWarning,
+            stacklevel=3)

@@ -13,8 +13,9 @@ With several targets the losses are summed (the built-in models always have one 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -30,7 +31,8 @@ class OptimizerConfig:
 
     ``kind``: ``sgd`` (plain), ``momentum`` (SGD with a momentum buffer), ``adam`` (L2 ``weight_decay``
     added to the gradient, as ``torch.optim.Adam``) or ``adamw`` (decoupled weight decay, as
-    ``torch.optim.AdamW``).
+    ``torch.optim.AdamW``). As in ``torch.optim``: ``sgd`` with ``momentum > 0`` is SGD with momentum
+    (kind ``momentum``), and ``weight_decay`` left out is 0.01 for ``adamw`` and 0 otherwise.
     """
 
     kind: str = "sgd"
@@ -38,14 +40,32 @@ class OptimizerConfig:
     momentum: float = 0.0
     betas: Tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
-    weight_decay: float = 0.0
+    weight_decay: Optional[float] = None
 
     def __post_init__(self):
         if self.kind not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer kind {self.kind!r}; valid: {', '.join(OPTIMIZERS)}")
+        if self.kind == "sgd" and self.momentum > 0.0:  # torch.optim.SGD(momentum=m) keeps a buffer
+            object.__setattr__(self, "kind", "momentum")
         if self.kind == "momentum" and self.momentum <= 0.0:
             object.__setattr__(self, "momentum", 0.9)
+        if self.weight_decay is None:
+            object.__setattr__(self, "weight_decay", 0.01 if self.kind == "adamw" else 0.0)
         object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))
+        self._check_ranges()
+
+    def _check_ranges(self) -> None:
+        """torch.optim's own checks, so a bad value is refused before any slow work."""
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a positive number, got {self.lr}")
+        if not (math.isfinite(self.momentum) and self.momentum >= 0):
+            raise ValueError(f"momentum must be >= 0, got {self.momentum}")
+        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+            raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas}")
+        if not (math.isfinite(self.eps) and self.eps >= 0):
+            raise ValueError(f"eps must be >= 0, got {self.eps}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
 
     @property
     def state_per_param(self) -> int:
