@@ -48,3 +48,20 @@ def test_eval_batch_norm_step_matches_pytorch():
         warnings.simplefilter("ignore")
         test_numerics.compare_step(model, (torch.randn(2, 3, 8, 8),), (torch.tensor([0, 2]),), "cross_entropy",
                                    SGD(lr=0.1, momentum=0.9))
+
+
+def test_eval_and_training_batch_norms_side_by_side():
+    """A frozen (eval) BatchNorm before a training one: only the training one's running statistics are
+    updated, as in PyTorch's step (the step's states matched against torch's buffers)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Conv2d(4, 4, 3), nn.BatchNorm2d(4),
+                          nn.ReLU(), nn.Flatten(), nn.Linear(4 * 4 * 4, 3))
+    with torch.no_grad():
+        model[1].running_mean.uniform_(-1, 1)
+        model[1].running_var.uniform_(0.5, 2.0)
+    model.train()
+    model[1].eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        test_numerics.compare_step(model, (torch.randn(2, 3, 8, 8),), (torch.tensor([0, 2]),), "cross_entropy",
+                                   SGD(lr=0.1))

@@ -22,6 +22,11 @@ def kept_modes(model) -> Iterator[None]:
             module.training = training
 
 
+def traced_training(model, module) -> bool:
+    """Whether ``module`` of ``model`` ran in train mode in the traced step (see :func:`to_train_mode`)."""
+    return module.training or not model.training
+
+
 def to_train_mode(model) -> None:
     """Train mode for a training step: a model in train mode keeps its submodules' flags (an eval-mode
     BatchNorm keeps using its running statistics, as in PyTorch's step); a model in eval mode is switched

@@ -14,6 +14,7 @@ from tvm import relax
 from .bn_stats import BNSpec
 from .errors import ImportError_, UnsupportedError
 from .frozen import split_frozen
+from .module_modes import traced_training
 from .precision import to_numpy
 
 _PREFIX = "model."
@@ -74,6 +75,8 @@ def _bn_specs_in_graph_order(ep, model) -> list:
         name = strip_prefix(full)
         m = mods.get(name)
         if m is None or not isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            continue
+        if not traced_training(model, m):  # an eval-mode BatchNorm reads its statistics, never updates them
             continue
         if m.momentum is None:
             raise UnsupportedError(f"BatchNorm '{name}' has momentum=None (cumulative average); "
