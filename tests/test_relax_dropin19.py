@@ -771,32 +771,17 @@ def test_tvm_compile_with_roam_pipeline_static_shapes():
 # A scalar constant (R.prim_value, R.str, R.dtype) was taken for a tensor constant (extract.py); RoamPlan
 # simulated a function RoamLayout had left to TVM unguarded (roam_plan.py); an unverifiable plan was worded as
 # a rejected one; `R.shape` bindings and unbounded parameters made the whole function fall back.
-def test_r_print_does_not_crash():
-    dropin(Print, [("main", [f32(64, 64)])])
-
-
-def test_force_pure_with_print_does_not_crash():
-    dropin(ForcePurePrint, [("main", [f32(64, 64)])])
-
-
-def test_assert_op_does_not_crash():
-    dropin(AssertOp, [("main", [np.abs(f32(64, 64))])])
-
-
-def test_prim_value_argument_of_extern_does_not_crash():
-    dropin(PrimArgExtern, [("main", [f32(64, 64)])])
-
-
-def test_prim_value_argument_of_tir_kernel_does_not_crash():
-    dropin(PrimArgTIR, [("main", [f32(64, 64)])])
-
-
-def test_returned_prim_value_does_not_crash():
-    dropin(ReturnPrim, [("main", [f32(64, 64)])])
-
-
-def test_prim_value_binding_does_not_crash():
-    dropin(PrimBinding, [("main", [f32(64, 64)])])
+@pytest.mark.parametrize("mod, x", [(Print, lambda: f32(64, 64)),
+                                     (ForcePurePrint, lambda: f32(64, 64)),
+                                     (AssertOp, lambda: np.abs(f32(64, 64))),
+                                     (PrimArgExtern, lambda: f32(64, 64)),
+                                     (PrimArgTIR, lambda: f32(64, 64)),
+                                     (ReturnPrim, lambda: f32(64, 64)),
+                                     (PrimBinding, lambda: f32(64, 64))],
+                         ids=["print", "force_pure_print", "assert_op", "prim_arg_extern", "prim_arg_tir",
+                              "returned_prim", "prim_binding"])
+def test_scalar_values_do_not_crash(mod, x):
+    dropin(mod, [("main", [x()])])
 
 
 def test_shape_binding_keeps_the_contract():
