@@ -23,6 +23,7 @@ so this module does not reach into the runtime.
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Sequence
 
 import tvm
@@ -66,12 +67,16 @@ class RoamPlan:
     def transform_module(self, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
         lower = tvm.transform.Sequential(self.lower)
         names = [gv.name_hint for gv, f in mod.functions.items() if isinstance(f, relax.Function)]
-        ordered = RoamLayout(**{**self.layout_options, "min_saving": 0})(
-            lower(RoamOrder(**self.order_options)(mod)))
-        order_recs = {n: latest_order(n) for n in names}
-        ordered_layout = {n: latest_layout(n) for n in names}
-        program = RoamLayout(**self.layout_options)(lower(mod))
-        program_layout = {n: latest_layout(n) for n in names}
+        with warnings.catch_warnings(record=True) as caught:  # both candidates warn about the same fallbacks
+            warnings.simplefilter("always")
+            ordered = RoamLayout(**{**self.layout_options, "min_saving": 0})(
+                lower(RoamOrder(**self.order_options)(mod)))
+            order_recs = {n: latest_order(n) for n in names}
+            ordered_layout = {n: latest_layout(n) for n in names}
+            program = RoamLayout(**self.layout_options)(lower(mod))
+            program_layout = {n: latest_layout(n) for n in names}
+        for message, category in dict.fromkeys((str(w.message), w.category) for w in caught):
+            warnings.warn(message, category, stacklevel=2)
         out = program.clone()
         for gv, func in ordered.functions.items():
             if not isinstance(func, relax.Function):

@@ -29,6 +29,12 @@ class DeviceAccessError(RuntimeError):
     """A GPU build would read or write device buffers in host code."""
 
 
+def _is_host_func(func: tirx.PrimFunc) -> bool:
+    """A function that runs on the host by design (VMShapeLower's ``shape_func`` over the shape heap)."""
+    attrs = func.attrs or {}
+    return bool(attrs.get("tirx.is_host_func", False) or attrs.get("tir.is_host_func", False))
+
+
 def host_accesses(func: tirx.PrimFunc) -> list[str]:
     """Names of the parameter buffers ``func`` loads or stores outside any thread binding.
 
@@ -94,7 +100,7 @@ def RequireDeviceKernels(target=None) -> tvm.transform.Pass:  # pylint: disable=
         default = as_target(target) if target is not None else tvm.target.Target.current(True)
         bad = []
         for gvar, func in mod.functions_items():
-            if not isinstance(func, tirx.PrimFunc):
+            if not isinstance(func, tirx.PrimFunc) or _is_host_func(func):
                 continue
             ftarget = func.attrs.get("target") if func.attrs is not None else None
             ftarget = ftarget if ftarget is not None else default
