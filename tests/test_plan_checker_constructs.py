@@ -409,3 +409,45 @@ def test_root_level_scratch_buffer_is_local_whatever_the_walk_order():
 
     eff = primfunc_effect("cumsum", gpu_2d_continuous_cumsum(in_dtype="int64"))
     assert eff.written == frozenset({1}) and not eff.opaque
+
+
+# ---- read-only externs (a KV cache's append copies its tensor in) ------------------------------------
+@R.function(pure=False)
+def kv_append(x: R.Tensor((4,), "float32"), cache: R.Object):
+    a = R.builtin.alloc_tensor(R.shape([4]), "float32", 0)
+    neg(x, a)
+    _c = R.call_packed("vm.builtin.attention_kv_cache_append", cache, a, ty_args=R.Object)
+    b = R.builtin.alloc_tensor(R.shape([4]), "float32", 0)
+    add1(x, b)
+    return b
+
+
+@R.function(pure=False)
+def kv_append_reused(x: R.Tensor((4,), "float32"), cache: R.Object):
+    s = R.memory.alloc_storage(R.shape([16]), 0, "global", "float32")
+    a = R.memory.alloc_tensor(s, 0, R.shape([4]), "float32")
+    neg(x, a)
+    _c = R.call_packed("vm.builtin.attention_kv_cache_append", cache, a, ty_args=R.Object)
+    b = R.memory.alloc_tensor(s, 0, R.shape([4]), "float32")
+    add1(x, b)
+    return b
+
+
+@R.function(pure=False)
+def kv_append_overwritten(x: R.Tensor((4,), "float32"), cache: R.Object):
+    s = R.memory.alloc_storage(R.shape([16]), 0, "global", "float32")
+    a = R.memory.alloc_tensor(s, 0, R.shape([4]), "float32")
+    neg(x, a)
+    b = R.memory.alloc_tensor(s, 0, R.shape([4]), "float32")
+    add1(x, b)  # overwrites `a` before the cache reads it
+    _c = R.call_packed("vm.builtin.attention_kv_cache_append", cache, a, ty_args=R.Object)
+    return b
+
+
+def test_read_only_extern_lets_its_argument_be_reused_after_it():
+    assert _check(kv_append, kv_append_reused) == []
+
+
+def test_read_only_extern_reading_an_overwritten_tensor_is_rejected():
+    found = _check(kv_append, kv_append_overwritten)
+    assert found and not found[0].startswith("cannot verify"), found

@@ -505,9 +505,6 @@ def test_each_fallback_is_warned_once_per_function():
     assert len(layout) == 1, layout
 
 
-@pytest.mark.xfail(strict=True, reason="verify/ops.py:_extern -> _dps(opaque=True) refuses an extern that writes no "
-                   "fresh tensor; vm.builtin.attention_kv_cache_append only reads its tensor (copies it into "
-                   "the cache object), so every nn.KVCache decode function falls back to StaticPlanBlockMemory")
 def test_nn_kv_cache_decode_function_is_planned_by_roam():
     model = KVAttn()
     model.to("float32")

@@ -45,6 +45,9 @@ tuples, nested tuples, ``t[i]``                tuples of values, no copy
 ``call_pure_packed``,                          others are read; none fresh, or returning a tensor ->
 ``call_builtin_with_ctx``                      cannot verify (it may write in place or return a view);
                                                impure ``R.call_packed`` calls keep their order
+KV-cache externs (``vm.builtin.attention_kv_`` ``_create/_append/_update`` read their tensor args only (they
+``cache_*``)                                   copy them into the cache); ``_view`` given no tensor returns
+                                               fresh memory (a view of the cache's own storage)
 ``R.call_tir / call_tir_inplace /``            leftovers before CallTIRRewrite: fresh outputs on the
 ``call_dps_packed``                            device CallTIRRewrite gives them; in-place indices write
                                                their argument (so a reference in this form can be compared

@@ -22,6 +22,11 @@ from .memory import Unmodelled
 
 #: externs that return a view of their first argument (same bytes, new shape)
 VIEW_EXTERNS = frozenset({"vm.builtin.reshape"})
+# externs that return a view of an object's own memory (a KV cache's), given no tensor argument
+OBJECT_VIEW_EXTERNS = frozenset({"vm.builtin.attention_kv_cache_view"})
+# externs that only read their tensor arguments (they copy them into an object they are given or return)
+READ_ONLY_EXTERNS = frozenset({"vm.builtin.attention_kv_cache_create", "vm.builtin.attention_kv_cache_append",
+                               "vm.builtin.attention_kv_cache_update"})
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
-from .effects import VIEW_EXTERNS, primfunc_effect
+from .effects import OBJECT_VIEW_EXTERNS, READ_ONLY_EXTERNS, VIEW_EXTERNS, primfunc_effect
 from .executor import Event, Run
 from .memory import Opaque, Root, StorageVal, TensorVal, Unmodelled
 
@@ -239,6 +239,13 @@ def _extern(run: Run, name: str, arg_exprs: list, ty_args, var, label: str, orde
         if t.nbytes != base.nbytes:
             run.violation(f"`{label}`: reshape changes the byte size {base.nbytes} -> {t.nbytes}")
         return t
+    if name in OBJECT_VIEW_EXTERNS:
+        args = [run.expr(a) for a in arg_exprs]
+        if any(isinstance(a, (TensorVal, tuple)) for a in args):
+            raise Unmodelled(f"`{label}`: extern `{name}` given a tensor, of which its result may be a view")
+        key = _event(run, "extern:" + name, args, {}, label, [_nm(a) for a in arg_exprs], extern=ordered)
+        ty = var.ty if var.ty is not None else run.call_ty
+        return run.from_type(ty, ("res", key), var.name, f"result of `{label}`", True)
     rets = list(ty_args) if ty_args is not None else []
     if any(isinstance(r, (relax.TensorType, relax.TupleType)) for r in rets):
         if not all(isinstance(r, relax.TupleType) and len(r.fields) == 0 for r in rets):
@@ -247,7 +254,8 @@ def _extern(run: Run, name: str, arg_exprs: list, ty_args, var, label: str, orde
     args = [run.expr(a) for a in arg_exprs]
     if any(isinstance(a, tuple) for a in args):
         raise Unmodelled(f"`{label}`: tuple argument to extern `{name}`")
-    return _dps(run, "extern:" + name, args, frozenset(), True, label, [_nm(a) for a in arg_exprs], ordered)
+    return _dps(run, "extern:" + name, args, frozenset(), name not in READ_ONLY_EXTERNS, label,
+                [_nm(a) for a in arg_exprs], ordered)
 
 
 def _pure(run: Run, callee: tuple, arg_exprs: list, var, label: str):
