@@ -8,7 +8,9 @@ of ``x``, which is alive for the whole step anyway.
 
 ``recompute_input_slices_in_backward`` does the same: every backward binding that reads a
 forward ``strided_slice`` of a function parameter (an input or a weight: alive throughout),
-or a ``reshape`` of one, reads a fresh slice emitted just before it. The forward's copy dies
+or a ``reshape`` of one, reads a fresh slice emitted just before it; so does a ``take`` of a
+parameter at constant indices (a MoE layer's stacked expert weights, ``gate_up_proj[e]``, which
+PyTorch also saves as a view). The forward's copy dies
 with its forward reader; the fresh one with its backward reader. Values are identical (the
 same elements of the same tensor).
 """
@@ -38,7 +40,8 @@ def _slices_of_params(func: relax.Function, backward: Set[relax.Var]) -> Set[rel
             continue
         value, name = b.value, _op(b.value)
         arg = value.args[0] if name else None
-        if (name == "relax.strided_slice" and arg in params) or (name == "relax.reshape" and arg in out):
+        if (name == "relax.strided_slice" and arg in params) or (name == "relax.reshape" and arg in out) \
+                or (name == "relax.take" and arg in params and isinstance(value.args[1], tvm.ir.Constant)):
             out.add(b.var)
     return out
 
