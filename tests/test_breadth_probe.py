@@ -112,21 +112,25 @@ def test_hf_moe_default_experts_import_and_match(kind):
     compare_step(m, (ids,), (y,), "cross_entropy", Adam(lr=1e-3), ts=ts)
 
 
-def test_hf_moe_exports_without_ragged_ops():
-    """Fast: within ``exportable_experts`` the export has neither ``histc`` nor a grouped
-    matmul, and the user's experts implementation comes back afterwards."""
-    from roam_tvm.frontend.hf_experts import exportable_experts
+@pytest.mark.parametrize("implementation", ["eager", "batched_mm"])
+def test_hf_moe_exports_without_ragged_ops(implementation):
+    """Fast: within ``exportable_experts`` (the eager loop traced dense, or the batched fallback) the
+    export has neither ``histc`` nor a grouped matmul, nor a value-sized ``nonzero``, and the user's
+    experts implementation comes back afterwards."""
+    from roam_tvm.frontend.dense_dispatch import dense_dispatch
+    from roam_tvm.frontend.hf_experts import EXPORT_IMPLEMENTATIONS, exportable_experts
 
+    assert EXPORT_IMPLEMENTATIONS == ("eager", "batched_mm")  # dense eager first: no gathered weights
     hf = _hf_moe("mixtral")
     before = hf.config._experts_implementation
     ids = torch.randint(0, 32, (2, 5))
-    with exportable_experts(hf):
-        assert hf.config._experts_implementation == "batched_mm"
+    with exportable_experts(hf, implementation), dense_dispatch():
+        assert hf.config._experts_implementation == implementation
         ep = torch.export.export(_Logits(hf), (ids,), strict=False)
     assert hf.config._experts_implementation == before
     targets = {str(n.target) for n in ep.graph.nodes
                if n.op == "call_function"}
-    assert not [t for t in targets if "histc" in t or "grouped_mm" in t], sorted(targets)
+    assert not [t for t in targets if "histc" in t or "grouped_mm" in t or "nonzero" in t], sorted(targets)
 
 
 def test_pytorch_simulation_of_hf_moe():

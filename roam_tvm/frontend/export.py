@@ -11,7 +11,7 @@ from .causal_mask import mask_hint_from_caller
 from .complex_pairs import complex_as_pairs
 from .checkpoint_regions import count_checkpoints, warn_checkpoints
 from .errors import FrontendError, TraceError, UnsupportedError, model_frame
-from .hf_experts import exportable_experts
+from .hf_experts import experts_implementations, exportable_experts
 from .hf_default_mask import default_encoder_masks
 from .hf_rope import settle_dynamic_rope, static_rope_updates
 from .hf_rope_augment import rope_augmentation_off, warn_rope_augmentation
@@ -162,24 +162,14 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
         rope_augmentations = restore.enter_context(rope_augmentation_off(model))  # the same for DINOv3's RoPE
         settle_dynamic_rope(model, example_inputs)  # dynamic RoPE's update, fixed by the static shapes
         args = example_inputs + targets
-        checks = ValueChecks()
-        for attempt in range(_CHECK_ATTEMPTS):
+        implementations = experts_implementations(model)
+        for k, experts in enumerate(implementations):  # HF MoE experts: the next form if one fails
             try:
-                ep, ckpts, dense, functions = _export(wrapped, model, args, ds, checks)
+                ep, ckpts, dense, functions, checks = _checked_export(wrapped, model, args, ds, experts)
                 break
-            except Exception:
-                # value checks met in the trace (assert / if ... raise): their outcome on the example,
-                # then trace again with it (value_checks.py)
-                if attempt + 1 == _CHECK_ATTEMPTS or not checks.pending - checks.outcomes.keys():
+            except Exception:  # noqa: BLE001
+                if k + 1 == len(implementations):
                     raise
-            _eager_check("the value checks of its forward (assert / if ... raise on tensor values)",
-                         record_checks, lambda: wrapped(*args), model, checks)
-        # in training mode, as traced; a failure here is the check's, not the trace's
-        _eager_check("its value-sized selections traced dense (the model run with and without them)",
-                     dense.check, wrapped, args, type(model).__name__)
-        _eager_check(f"the backward of its autograd.Function(s) {', '.join(c.__qualname__ for c in functions)} "
-                     "(the model's gradients with those backwards and with autodiff of their forwards)",
-                     check_backwards, wrapped, args, model, functions)
     except FrontendError:
         raise
     except Exception as e:  # noqa: BLE001 - report any tracing failure cleanly
@@ -200,12 +190,37 @@ def export_with_loss(model, example_inputs: tuple, targets: tuple, loss_fn: Call
 _CHECK_ATTEMPTS = 3
 
 
-def _export(wrapped, model, args: tuple, ds, checks: ValueChecks):
+def _checked_export(wrapped, model, args: tuple, ds, experts: str | None):
+    """``_export`` until no new value check is met, then the eager checks of what the trace cannot see;
+    HF MoE experts run as ``experts`` throughout."""
+    checks = ValueChecks()
+    for attempt in range(_CHECK_ATTEMPTS):
+        try:
+            ep, ckpts, dense, functions = _export(wrapped, model, args, ds, checks, experts)
+            break
+        except Exception:
+            # value checks met in the trace (assert / if ... raise): their outcome on the example,
+            # then trace again with it (value_checks.py)
+            if attempt + 1 == _CHECK_ATTEMPTS or not checks.pending - checks.outcomes.keys():
+                raise
+        with exportable_experts(model, experts):
+            _eager_check("the value checks of its forward (assert / if ... raise on tensor values)",
+                         record_checks, lambda: wrapped(*args), model, checks)
+    with exportable_experts(model, experts):  # in training mode, as traced: a failure is the check's
+        _eager_check("its value-sized selections traced dense (the model run with and without them)",
+                     dense.check, wrapped, args, type(model).__name__)
+        _eager_check(f"the backward of its autograd.Function(s) {', '.join(c.__qualname__ for c in functions)} "
+                     "(the model's gradients with those backwards and with autodiff of their forwards)",
+                     check_backwards, wrapped, args, model, functions)
+    return ep, ckpts, dense, functions, checks
+
+
+def _export(wrapped, model, args: tuple, ds, checks: ValueChecks, experts: str | None = None):
     """One ``torch.export`` of ``wrapped(*args)`` with the frontend's tracing helpers active; also
     the checkpoint count, the dense-dispatch record and the custom functions it met."""
     import torch
 
-    with warnings.catch_warnings(), exportable_experts(model), noop_module_casts(), \
+    with warnings.catch_warnings(), exportable_experts(model, experts), noop_module_casts(), \
             mask_hint_from_caller(), traceable_functionals(), traceable_packed_sequences(), \
             static_rope_updates(model), default_encoder_masks(model), complex_as_pairs(model), \
             count_checkpoints() as ckpts, dense_dispatch() as dense, record_functions() as functions, \

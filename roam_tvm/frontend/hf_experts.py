@@ -4,10 +4,13 @@
 ``config._experts_implementation``. Its default, ``"grouped_mm"``, counts tokens per expert
 with ``histc`` and runs ``torch._grouped_mm`` over ragged groups: TVM's importer has neither
 op, and the groups' sizes depend on the data. ``"eager"`` loops over the experts that
-``nonzero`` finds, which ``torch.export`` cannot trace with static shapes. ``"batched_mm"``
-gathers each (token, expert) pair's weights and runs one batched matmul: static shapes, the
-same function, exportable. :func:`exportable_experts` switches a model to it for the export
-and restores the user's choice afterwards.
+``nonzero`` finds and selects each expert's tokens with ``torch.where``; ``dense_dispatch.py``
+traces those selections dense (every expert on every token, weighted 0 where not routed), with
+static shapes. ``"batched_mm"`` gathers each (token, expert) pair's weights and runs one batched
+matmul: also static, but the gathered weights (tokens x top-k copies of an expert's matrices) stay
+live until the backward, about 7x PyTorch's step at a 4-layer, 8-expert Mixtral. So
+:func:`exportable_experts` switches a model to ``"eager"`` for the export (``"batched_mm"`` is the
+fallback, :data:`EXPORT_IMPLEMENTATIONS`) and restores the user's choice afterwards.
 
 DBRX's ``DbrxExperts`` keeps the experts' GLU weights stacked in one ``mlp`` (``w1``, ``v1``, ``w2``:
 ``[E * F, H]``) and loops over the experts ``nonzero`` finds too; within :func:`exportable_experts` it runs
@@ -27,7 +30,8 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-STATIC_IMPLEMENTATION = "batched_mm"
+#: experts implementations tried for the export, in order (see the module docstring)
+EXPORT_IMPLEMENTATIONS = ("eager", "batched_mm")
 
 
 def _dict_experts(model) -> list:
@@ -104,16 +108,25 @@ def _experts_models(model) -> list:
     return found
 
 
+def experts_implementations(model) -> tuple:
+    """The HF experts implementations to try for ``model``'s export, in order (``(None,)``: no HF experts)."""
+    return EXPORT_IMPLEMENTATIONS if _experts_models(model) else (None,)
+
+
 @contextlib.contextmanager
-def exportable_experts(model) -> Iterator[None]:
-    """Within the block, every HF MoE layer of ``model`` uses ``"batched_mm"`` experts, and
-    every ``ModuleDict`` experts layer runs densely (see the module docstring).
+def exportable_experts(model, implementation: str | None = None) -> Iterator[None]:
+    """Within the block, every HF MoE layer of ``model`` uses ``implementation`` (default: the first of
+    :data:`EXPORT_IMPLEMENTATIONS`), and every ``ModuleDict`` / stacked-GLU experts layer runs densely
+    (see the module docstring).
 
     Parameters
     ----------
     model : torch.nn.Module
         Any module; models without HF experts are left untouched.
+    implementation : str, optional
+        The HF experts implementation to switch to.
     """
+    implementation = implementation or EXPORT_IMPLEMENTATIONS[0]
     saved = []
     dense = _dict_experts(model)
     glu = _stacked_glu_experts(model)
@@ -123,9 +136,9 @@ def exportable_experts(model) -> Iterator[None]:
         module.forward = _dense_glu_forward(module)
     for hf in _experts_models(model):
         current = hf.config._experts_implementation
-        if current != STATIC_IMPLEMENTATION:
+        if current != implementation:
             saved.append((hf, current))
-            hf.set_experts_implementation(STATIC_IMPLEMENTATION)
+            hf.set_experts_implementation(implementation)
     try:
         yield
     finally:
