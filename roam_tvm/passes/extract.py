@@ -129,12 +129,19 @@ class _Extractor:
         self.side_effects = False  # set by a binding that must keep its place
 
     # ----------------------------------------------------------- tensors
-    def _new_tensor(self, sinfo, name: str, kind: str = "intermediate", alias_of: int | None = None) -> int:
+    def _new_tensor(self, sinfo, name: str, kind: str = "intermediate", alias_of: int | None = None,
+                    unsized_ok: bool = False) -> int:
+        """A new tensor; ``unsized_ok``: one whose size cannot be bounded gets size 0 instead of an error."""
         tid = len(self.tensors)
         if alias_of is not None:
             size, dtype, shape = 0, self.tensors[alias_of].dtype, self.tensors[alias_of].shape
         else:
-            size, dtype, shape = tensor_bytes(sinfo, self.bounds, f"{self.name}: {name}")
+            try:
+                size, dtype, shape = tensor_bytes(sinfo, self.bounds, f"{self.name}: {name}")
+            except ExtractError:
+                if not unsized_ok:
+                    raise
+                size, dtype, shape = 0, str(sinfo.dtype), ()
         self.tensors.append(Tensor(tid, name, size, dtype, shape, kind, False, alias_of))
         return tid
 
@@ -164,27 +171,13 @@ class _Extractor:
     def _leaves(self, expr, where: str = "argument") -> list[int]:
         return flatten(self._value(expr, where))
 
-    def _fresh_value(self, name: str, sinfo, kind: str = "intermediate") -> Value:
-        """New tensors shaped like ``sinfo`` (nesting kept)."""
+    def _fresh_value(self, name: str, sinfo, kind: str = "intermediate", unsized_ok: bool = False) -> Value:
+        """New tensors shaped like ``sinfo`` (nesting kept); ``unsized_ok``: see :meth:`_new_tensor`."""
         if isinstance(sinfo, relax.TupleType):
-            return [self._fresh_value(f"{name}.{i}", f, kind) for i, f in enumerate(sinfo.fields)]
+            return [self._fresh_value(f"{name}.{i}", f, kind, unsized_ok) for i, f in enumerate(sinfo.fields)]
         if isinstance(sinfo, relax.TensorType):
-            return self._new_tensor(sinfo, name, kind)
+            return self._new_tensor(sinfo, name, kind, unsized_ok=unsized_ok)
         return None
-
-    def _param_value(self, name: str, sinfo, kind: str) -> Value:
-        """Like :meth:`_fresh_value`, for a parameter: one whose size is unknown (a dimension with no upper
-        bound, a rank-only type) gets size 0, since the function never allocates its parameters."""
-        if isinstance(sinfo, relax.TupleType):
-            return [self._param_value(f"{name}.{i}", f, kind) for i, f in enumerate(sinfo.fields)]
-        if not isinstance(sinfo, relax.TensorType):
-            return None
-        try:
-            return self._new_tensor(sinfo, name, kind)
-        except ExtractError:
-            tid = len(self.tensors)
-            self.tensors.append(Tensor(tid, name, 0, str(sinfo.dtype), (), kind, False, None))
-            return tid
 
     def _alias_value(self, name: str, value: Value) -> Value:
         """A new alias tensor for every leaf of ``value`` (nesting kept)."""
@@ -226,7 +219,9 @@ class _Extractor:
     # ----------------------------------------------------------- bindings
     def visit_function(self) -> RelaxGraph:
         for p in self.func.params:
-            self.var_values[p] = self._param_value(p.name, p.ty, self.param_kinds.get(p.name, "input"))
+            # never allocated by the function: a parameter of unknown size (no upper bound) is sized 0
+            self.var_values[p] = self._fresh_value(p.name, p.ty, self.param_kinds.get(p.name, "input"),
+                                                   unsized_ok=True)
         body = self.func.body
         if not isinstance(body, relax.SeqExpr):
             raise ExtractError(f"{self.name}: function body is not a sequence of bindings; run relax.transform.Normalize first")

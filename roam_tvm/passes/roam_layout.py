@@ -134,6 +134,13 @@ def checker_verdict(violations: list[str]) -> str:
     return "the plan checker rejected the plan: " + "; ".join(violations[:3])
 
 
+def fallback_reason(err: Exception, expected: tuple) -> str:
+    """Why a pass left a function alone: an ``expected`` error's own message, else an internal error of ours."""
+    if isinstance(err, expected):
+        return str(err)
+    return f"internal error {type(err).__name__}: {err} (please report it with the module)"
+
+
 def choose_plan(mod: tvm.IRModule, baseline: tvm.IRModule, gv: tvm.ir.GlobalVar, alignment: int,
                 time_limit: float, never_worse: bool = True,
                 min_saving: int = 4096) -> tuple[relax.Function, PlanCost, LayoutRecord]:
@@ -150,13 +157,9 @@ def choose_plan(mod: tvm.IRModule, baseline: tvm.IRModule, gv: tvm.ir.GlobalVar,
         new_func, plans, rg = plan_function(mod, gv, alignment, time_limit)
         ours = plan_cost(new_func, _with(mod, gv, new_func))
         theirs = plan_cost(baseline[gv], baseline)
-    except (ExtractError, GraphError, RuntimeError) as err:
-        warnings.warn(f"RoamLayout: function {name!r} left to StaticPlanBlockMemory: {err}")
-        record.status = f"fallback: {err}"
-        return baseline[gv], _safe_cost(baseline[gv], baseline), record
     except Exception as err:  # noqa: BLE001 - a drop-in pass must not stop the user's build
-        reason = f"internal error {type(err).__name__}: {err} (please report it with the module)"
-        warnings.warn(f"RoamLayout: function {name!r} left to StaticPlanBlockMemory after an {reason}")
+        reason = fallback_reason(err, (ExtractError, GraphError, RuntimeError))
+        warnings.warn(f"RoamLayout: function {name!r} left to StaticPlanBlockMemory: {reason}")
         record.status = f"fallback: {reason}"
         return baseline[gv], _safe_cost(baseline[gv], baseline), record
     offsets = {t: off for p in plans for t, off in p.offsets.items()}

@@ -32,7 +32,8 @@ from ..graph import GraphError
 from .extract import ExtractError, RelaxGraph, extract_graph
 from ..verify import check_plan
 from .records import OrderRecord, record_order
-from .roam_layout import checker_verdict, choose_plan, default_alignment, tvm_static_plan, with_functions
+from .roam_layout import (checker_verdict, choose_plan, default_alignment, fallback_reason, tvm_static_plan,
+                          with_functions)
 
 
 def reorder_function(rg: RelaxGraph, order: list[int]) -> relax.Function:
@@ -167,13 +168,9 @@ class RoamOrder:
                         warnings.warn(f"RoamOrder: function {gv.name_hint!r} kept in its input order: {worse}")
                     else:
                         updates[gv] = new_func
-            except (ExtractError, GraphError) as err:
-                warnings.warn(f"RoamOrder: function {gv.name_hint!r} left in program order: {err}")
-                rec = OrderRecord(function=gv.name_hint, status=f"skipped: {err}")
             except Exception as err:  # noqa: BLE001 - a drop-in pass must not stop the user's build
-                reason = f"internal error {type(err).__name__}: {err} (please report it with the module)"
-                warnings.warn(f"RoamOrder: function {gv.name_hint!r} left in program order after an {reason}")
+                reason = fallback_reason(err, (ExtractError, GraphError))
+                warnings.warn(f"RoamOrder: function {gv.name_hint!r} left in program order: {reason}")
                 rec = OrderRecord(function=gv.name_hint, status=f"skipped: {reason}")
-                updates.pop(gv, None)
             record_order(rec)
         return with_functions(mod, updates) if updates else mod
