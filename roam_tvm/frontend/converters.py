@@ -52,7 +52,7 @@ from .detach import convert_detach
 from .embedding import CONVERTERS as EMBEDDING_CONVERTERS
 from .embedding_bag import CONVERTERS as BAG_CONVERTERS
 from .eval_batch_norm import CONVERTERS as EVAL_BN_CONVERTERS
-from .float_promotion import PROMOTING_CONVERTERS
+from .float_promotion import PROMOTING_CONVERTERS, in_result_dtype
 from .full_nonfinite import convert_full, convert_full_like
 from .counts import CONVERTERS as COUNT_CONVERTERS
 from .index_put import CONVERTERS as PUT_CONVERTERS
@@ -164,7 +164,9 @@ def _sort_stable(node, importer):
     return bb.emit(relax.Tuple([bb.emit(R.gather_elements(x, indices, axis=dim)), indices]))
 
 
-CONVERTERS = {"select.int": _select, "cat.default": _cat, "sort.stable": _sort_stable,
+CONVERTERS = {"select.int": _select, "sort.stable": _sort_stable,
+              # operands of mixed dtypes promoted (LayoutLMv3's float and long masks)
+              "cat.default": in_result_dtype("cat.default", (0,), convert=_cat),
               "scatter_add.default": _scatter_add,
               "amax.default": _reduce_extreme(R.max), "amin.default": _reduce_extreme(R.min),
               "topk.default": _topk, "full.default": convert_full,

@@ -49,9 +49,11 @@ def check_static_sizes(ep) -> None:
                "for each row's last masked position, or weight every row by the mask (0 where not selected)"
                if selects else
                "e.g. split by counts.tolist() or .item() sizes, as token-sorting MoE routers (JetMoE, "
-               "ScatterMoE) do. Way out: run every expert on all tokens and weight each output by its routing "
-               "weight (0 where not routed), or pad each group to a fixed capacity (Hugging Face MoE layers "
-               "with config._experts_implementation are switched to 'batched_mm' automatically)")
+               "ScatterMoE) do, or shapes read back from a metadata tensor (SigLIP-2's spatial_shapes, "
+               "Qwen2-VL's grid_thw, image_sizes). Way out: run every expert on all tokens and weight each "
+               "output by its routing weight (0 where not routed), or pad each group to a fixed capacity "
+               "(Hugging Face MoE layers with config._experts_implementation are switched to 'batched_mm' "
+               "automatically); for image grids, fix the grid and pass its sizes as Python ints")
     raise UnsupportedError(
         f"the forward sizes tensors by tensor values ({len(sized)} op(s), first {_op(first)}{_where(first)}): "
         f"a planned step needs static sizes, and {way_out}.")

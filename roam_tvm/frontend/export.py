@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import warnings
 from typing import Callable
 
@@ -62,7 +63,8 @@ _DATA_DEPENDENT = ("GuardOnDataDependentSymNode", "DataDependentOutputException"
                    "data-dependent", "data dependent")
 _DATA_DEPENDENT_HINT = (
     " The forward loops, branches or sizes a tensor on tensor values (nonzero, boolean-mask "
-    "indexing, a loop over the experts a router picked): the step is planned for static shapes. "
+    "indexing, a loop over the experts a router picked, a shape read back from a metadata tensor with "
+    ".tolist() such as Qwen2-VL's grid_thw): the step is planned for static shapes. "
     "For a mixture of experts, run every expert on all tokens and weight the outputs by the "
     "routing mask (Hugging Face MoE layers with a config._experts_implementation are switched "
     "to 'batched_mm' automatically; ModuleDict experts such as Switch Transformers' are not).")
@@ -215,6 +217,19 @@ def _checked_export(wrapped, model, args: tuple, ds, experts: str | None):
     return ep, ckpts, dense, functions, checks
 
 
+@contextlib.contextmanager
+def _fake_tensor_log_quiet():
+    """torch logs a failing fake-tensor op with a dump of its graph before raising; the raised error is
+    what the user gets (``_trace_error``), so the dump is dropped."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def _export(wrapped, model, args: tuple, ds, checks: ValueChecks, experts: str | None = None):
     """One ``torch.export`` of ``wrapped(*args)`` with the frontend's tracing helpers active; also
     the checkpoint count, the dense-dispatch record and the custom functions it met."""
@@ -224,7 +239,7 @@ def _export(wrapped, model, args: tuple, ds, checks: ValueChecks, experts: str |
             mask_hint_from_caller(), traceable_functionals(), traceable_packed_sequences(), \
             static_rope_updates(model), default_encoder_masks(model), complex_as_pairs(model), \
             count_checkpoints() as ckpts, dense_dispatch() as dense, record_functions() as functions, \
-            watch_value_checks(checks), triangular_solves_traced(model):
+            watch_value_checks(checks), triangular_solves_traced(model), _fake_tensor_log_quiet():
         warnings.simplefilter("ignore")
         ep = torch.export.export(wrapped, args, strict=False, dynamic_shapes=ds)
     return ep, ckpts, dense, functions

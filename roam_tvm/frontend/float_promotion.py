@@ -6,13 +6,14 @@ floating point (the exported node's value says so). TVM's importer keeps the int
 it builds ``divide`` of two ``int64`` operands (a floor division), turns ``0.5`` into an
 ``int64`` constant ``0``, and refuses ``log`` of an integer tensor (DeBERTa-v2's log-bucketed
 relative positions: ``torch.log(abs_pos / mid)``). Each converter here casts the integer
-operands to the node's floating output dtype first; any node whose operands already match
-goes to TVM's own converter unchanged.
+operands to the node's floating output dtype first (``in_result_dtype`` for every op TVM converts
+in its operand's dtype); any node whose operands already match goes to TVM's own converter unchanged.
 """
 from __future__ import annotations
 
 import operator
 
+from torch import fx
 from tvm import relax
 from tvm.relax import op as R
 
@@ -62,16 +63,54 @@ def _binary(relax_op, intrinsic):
     return convert
 
 
-def _unary(relax_op, default_name: str):
-    def convert(node, importer):
-        x = importer.env[node.args[0]]
-        dtype = _needs_promotion(node, [x])
-        if dtype is None:
-            default = getattr(importer, default_name, None)
-            return default(node) if default is not None else importer._unary_op(relax_op)(node)
-        return importer.block_builder.emit(relax_op(_promote(importer, x, dtype)))
+def tvm_converter(importer, name: str):
+    """TVM's own converter for ``name`` (``"log.default"``), before our converters replaced it."""
+    defaults = importer.__dict__.get("_roam_tvm_converters")
+    if defaults is None:  # built once per import: the map binds the importer's methods
+        defaults = importer.__dict__["_roam_tvm_converters"] = importer.create_convert_map()
+    return defaults[name]
 
-    return convert
+
+def _operand_nodes(node, positions) -> list:
+    """The fx nodes at ``positions`` of ``node.args`` (a list argument, ``cat``'s, gives each element)."""
+    out = []
+    for i in positions:
+        if i < len(node.args):
+            arg = node.args[i]
+            out.extend(arg if isinstance(arg, (list, tuple)) else [arg])
+    return out
+
+
+def in_result_dtype(name: str, positions=(0, 1), convert=None):
+    """TVM's converter for ``name`` (or ``convert``), run with the operands at ``positions`` cast to the
+    dtype torch's node reports, where they differ from it.
+
+    ``torch.reciprocal(int_tensor)`` is float (Idefics2's ``1.0 / nb_patches``): TVM builds ``1 / x`` in
+    ``x``'s integer dtype, a floor division that makes every step 0. ``torch.where(mask, ints, floats)``,
+    ``torch.stack([floats, ints])`` and ``int_tensor ** 0.5`` promote the same way; TVM's converters keep
+    an operand's dtype (a Python-number operand takes the tensor's dtype: ``0.5`` becomes ``0``) or refuse
+    the mix. A node whose operands already have its dtype goes to the converter unchanged.
+    """
+    def convert_node(node, importer):
+        default = convert or tvm_converter(importer, name)
+        call = (lambda: default(node, importer)) if convert is not None else (lambda: default(node))
+        out = _out_dtype(node)
+        if out is None or out == "bool":
+            return call()
+        env = importer.env
+        saved = {}
+        for arg in _operand_nodes(node, positions):
+            x = env.get(arg) if isinstance(arg, fx.Node) else None
+            dtype = _tensor_dtype(x) if x is not None else None
+            if dtype is not None and dtype != out and arg not in saved:
+                saved[arg] = x
+                env[arg] = importer.block_builder.emit(R.astype(x, out))
+        try:
+            return call()
+        finally:  # later readers of the operand see its own dtype
+            env.update(saved)
+
+    return convert_node
 
 
 def _div_mode(node, importer):
@@ -102,12 +141,16 @@ PROMOTING_CONVERTERS = {
                                    ("add", R.add, operator.add),
                                    ("sub", R.subtract, operator.sub))
        for kind in ("Tensor", "Scalar")},
-    # TVM's own converters for these are methods of the importer (``_sqrt`` ...) or
-    # ``_unary_op(op)``; the first is used where it exists
-    "log.default": _unary(R.log, "_log"),
-    "exp.default": _unary(R.exp, "_exp"),
-    "sqrt.default": _unary(R.sqrt, "_sqrt"),
-    "rsqrt.default": _unary(R.rsqrt, "_rsqrt"),
-    "sin.default": _unary(R.sin, "_sin"),
-    "cos.default": _unary(R.cos, "_cos"),
+    # torch computes these in floating point whatever the input's dtype
+    **{f"{name}.default": in_result_dtype(f"{name}.default", (0,))
+       for name in ("log", "exp", "sqrt", "rsqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
+                    "asinh", "acosh", "atanh", "reciprocal", "sigmoid", "tanh", "erf", "log1p", "log2", "log10",
+                    "expm1")},
+    # operands promoted to the result's dtype (``where``'s condition stays boolean)
+    "where.self": in_result_dtype("where.self", (1, 2)),
+    "stack.default": in_result_dtype("stack.default", (0,)),
+    "atan2.default": in_result_dtype("atan2.default"),
+    **{f"pow.{kind}": in_result_dtype(f"pow.{kind}") for kind in ("Scalar", "Tensor_Scalar", "Tensor_Tensor")},
+    **{f"{name}.{kind}": in_result_dtype(f"{name}.{kind}")
+       for name in ("fmod", "remainder", "rsub") for kind in ("Scalar", "Tensor")},
 }
