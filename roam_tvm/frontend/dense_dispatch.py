@@ -384,7 +384,9 @@ class _DenseMode:
                     delta = self._masked(c, new.to(x.dtype) - old, like=old)
                     x.index_put_(tuple(marked), delta, accumulate=True)
                     return None
-                if masks and isinstance(value, torch.Tensor) and value.dim() > x.dim() - masks[0].dim():
+                # one value per selected row (a value of one row broadcasts: index_put's boolean converter)
+                if masks and isinstance(value, torch.Tensor) and value.dim() > x.dim() - masks[0].dim() \
+                        and value.shape[0] != 1:
                     mask = masks[0]
                     if keys[0] is not mask or not all(_is_full_slice(k) for k in keys[1:]) or \
                             value.shape[0] != mask.numel():
