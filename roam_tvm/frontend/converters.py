@@ -37,6 +37,11 @@
   latter): two 2-D poolings (``pool3d.py``).
 * ``histc`` / ``bincount`` (no converter in TVM 0.27; the token counts of MoE load-balancing losses):
   a static count over the bins (``counts.py``).
+* ``scatter_reduce.two`` (no converter in TVM 0.27; TAPAS's segment reductions): ``scatter_elements``
+  with PyTorch's ``sum`` / ``prod`` / ``mean`` / ``amax`` / ``amin`` and ``include_self``
+  (``scatter_reduce.py``).
+* ``masked_scatter`` (no converter in TVM 0.27; a VLM's image-feature merge): a ``cumsum`` index, a
+  ``take`` and a ``where`` (``masked_scatter.py``).
 
 """
 
@@ -59,6 +64,8 @@ from .index_put import CONVERTERS as PUT_CONVERTERS
 from .interpolate import CONVERTERS as INTERPOLATE_CONVERTERS
 from .pool3d import CONVERTERS as POOL3D_CONVERTERS
 from .pool_indices import CONVERTERS as POOL_CONVERTERS
+from .masked_scatter import CONVERTERS as MASKED_SCATTER_CONVERTERS
+from .scatter_reduce import CONVERTERS as SCATTER_REDUCE_CONVERTERS
 
 
 
@@ -187,4 +194,6 @@ CONVERTERS = {"select.int": _select, "sort.stable": _sort_stable,
               # bicubic / antialiased / 1-D / 3-D linear resizes as constant matmuls (interpolate.py)
               **INTERPOLATE_CONVERTERS,
               # token counts of MoE load-balancing losses (counts.py)
-              **COUNT_CONVERTERS}
+              **COUNT_CONVERTERS,
+              # segment reductions (scatter_reduce.py), a VLM's feature merge (masked_scatter.py)
+              **SCATTER_REDUCE_CONVERTERS, **MASKED_SCATTER_CONVERTERS}

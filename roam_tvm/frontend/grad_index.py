@@ -14,7 +14,16 @@ arguments never get a gradient (``no_grad``).
   gradient scatter-added into zeros at the indices (PyTorch's ``index`` backward).
 * ``relax.index_tensor(data, indices)`` (``x[I, J]``, see ``advanced_index.py``):
   ``scatter_nd(zeros, stacked indices, g, "add")``.
-* ``relax.scatter_elements(data, indices, updates)``: the same, by ``gather_elements``.
+* ``relax.scatter_elements(data, indices, updates)``: the same, by ``gather_elements``. Its
+  ``max`` / ``min`` / ``mul`` reductions (``scatter_reduce``, see ``scatter_reduce.py``) follow
+  PyTorch's ``scatter_reduce_backward``: the gradient is divided evenly among the values equal
+  to the result (``data``'s included); a product's is ``out / x``, with a lone zero's (or a
+  zero ``data``'s) product of the others recomputed by a second scatter. One difference, on
+  purpose: with ``include_self=False`` PyTorch (2.13) still counts the excluded ``self`` among
+  the ties when it equals the result, then drops its share, so the shares of ``src`` sum to
+  less than the output gradient (a known PyTorch bug: ``amax`` of ``[3, 1]`` into an excluded
+  ``3`` gives ``src`` the gradient ``[0.5, 0]``). Here ``self`` is not counted (``[1, 0]``, the
+  derivative); the two agree whenever the excluded value is not exactly the result.
 * ``relax.gather_elements(data, indices, axis)``: the output gradient scatter-added into
   zeros. Where ``indices`` picks one element per row of ``axis`` (the class a
   cross-entropy reads: ``indices`` of extent 1 on ``axis``, full elsewhere), no two
@@ -98,15 +107,59 @@ def _scatter_elements_grad(orig_var, orig_call, output_grad, ctx):
     data, indices, updates = orig_call.args
     axis = int(orig_call.attrs.axis)
     reduction = str(orig_call.attrs.reduction)
+    if reduction in ("max", "min"):
+        return _scatter_extreme_grad(orig_var, orig_call, output_grad, axis)
+    if reduction == "mul":
+        return _scatter_mul_grad(orig_var, orig_call, output_grad, axis)
     if reduction not in ("update", "add"):
         raise UnsupportedError(
-            f"the gradient of relax.scatter_elements is known for reduction 'update' and "
-            f"'add' (torch scatter / scatter_add), not '{reduction}'")
+            f"the gradient of relax.scatter_elements is known for reduction 'update', 'add', "
+            f"'mul', 'max' and 'min' (torch scatter / scatter_add / scatter_reduce), not "
+            f"'{reduction}'; way out: scatter_reduce(reduce='mean') is imported as 'add' and a "
+            "division (scatter_reduce.py)")
     d_updates = R.gather_elements(output_grad, indices, axis=axis)
     if reduction == "add":
         d_data = output_grad
     else:
         d_data = R.scatter_elements(output_grad, indices, R.zeros_like(updates), axis=axis)
+    return [d_data, no_grad(indices), d_updates]
+
+
+def _scatter_extreme_grad(orig_var, orig_call, output_grad, axis):
+    # PyTorch's scatter_reduce amax / amin backward: the gradient is divided evenly among the
+    # values equal to the result, data's own value included. With include_self=False data's
+    # scattered positions hold the identity (scatter_reduce.py), so an excluded self is never
+    # counted; PyTorch counts it when it equals the result (see the module docstring)
+    data, indices, updates = orig_call.args
+    dtype = data.ty.dtype
+    data_is = R.astype(R.equal(data, orig_var), dtype)
+    src_is = R.astype(R.equal(updates, R.gather_elements(orig_var, indices, axis=axis)), dtype)
+    share = R.divide(output_grad, R.scatter_elements(data_is, indices, src_is, axis=axis,
+                                                     reduction="add"))
+    d_updates = R.multiply(src_is, R.gather_elements(share, indices, axis=axis))
+    return [R.multiply(data_is, share), no_grad(indices), d_updates]
+
+
+def _scatter_mul_grad(orig_var, orig_call, output_grad, axis):
+    # PyTorch's scatter_reduce prod backward: out / x, except where x is 0 (data) or the only 0
+    # met at its position (an update), whose gradient is the product of the others recomputed
+    data, indices, updates = orig_call.args
+    dtype = data.ty.dtype
+    zero, one = relax.const(0, dtype), relax.const(1, dtype)
+    masked_data = R.where(R.equal(data, zero), one, data)
+    d_data = R.divide(R.multiply(output_grad, R.scatter_elements(
+        masked_data, indices, updates, axis=axis, reduction="mul")), masked_data)
+    src_zero = R.equal(updates, zero)
+    zeros_met = R.gather_elements(R.scatter_elements(
+        R.zeros(data.ty.shape, dtype), indices, R.astype(src_zero, dtype), axis=axis,
+        reduction="add"), indices, axis=axis)
+    single_zero = R.logical_and(src_zero, R.equal(zeros_met, one))
+    others = R.scatter_elements(data, indices, R.where(single_zero, one, updates), axis=axis,
+                                reduction="mul")
+    d_updates = R.where(
+        single_zero, R.gather_elements(R.multiply(output_grad, others), indices, axis=axis),
+        R.divide(R.gather_elements(R.multiply(output_grad, orig_var), indices, axis=axis),
+                 R.where(src_zero, one, updates)))
     return [d_data, no_grad(indices), d_updates]
 
 
