@@ -61,6 +61,22 @@ def check_gradients(func: relax.Function, param_vars: list) -> None:
                 "change the model to avoid the op.")
 
 
+def params_without_gradient(func: relax.Function, param_vars: list) -> set:
+    """The parameters among ``param_vars`` whose every path to the loss passes a no-grad region
+    (``torch.no_grad()``, ``.detach()``) or an op with no derivative: PyTorch leaves their ``.grad``
+    None and its optimizers skip them (no update, no weight decay, no state). Empty where the loss
+    cannot be read off the bindings."""
+    target = _target(func)
+    active = ActiveVars(func, param_vars).active
+    if target is None or target not in active:
+        return set()
+    reached = {target}
+    for b in reversed(bindings(func)):  # differentiable edges only: between active vars
+        if b.var in reached:
+            reached.update(v for v in relax.analysis.free_vars(b.value) if v in active)
+    return {p for p in param_vars if p not in reached}
+
+
 def _target(func: relax.Function):
     """The float var ``Gradient`` differentiates (the forward's first output, through tuples and
     renames), or None where that cannot be read off the bindings."""

@@ -12,13 +12,15 @@ from __future__ import annotations
 from .errors import UnsupportedError
 
 
-def split_frozen(names, params: dict) -> tuple[list, list]:
-    """``names`` (parameters that reach the loss) split into ``(trainable, frozen)``.
+def split_frozen(names, params: dict, gradless=()) -> tuple[list, list]:
+    """``names`` (parameters that reach the loss) split into ``(trainable, frozen)``: frozen are
+    those with ``requires_grad=False`` and the ``gradless`` ones (no gradient reaches them).
 
     Raises :class:`UnsupportedError` when nothing is left to train.
     """
-    trainable = [n for n in names if params[n].requires_grad]
-    frozen = [n for n in names if not params[n].requires_grad]
+    gradless = set(gradless)
+    trainable = [n for n in names if params[n].requires_grad and n not in gradless]
+    frozen = [n for n in names if not params[n].requires_grad or n in gradless]
     if not names:
         raise UnsupportedError("no parameter of the model reaches the loss: there is nothing "
                                "to train. Check that the loss depends on the model's output.")

@@ -129,6 +129,10 @@ def from_torch(model, example_inputs, targets, loss="cross_entropy",
                  f"{carry_names[:3]}")
     if unused:
         progress(f"{len(unused)} parameters do not reach the loss and are left out: {unused[:3]}")
+    gradless = [n for n in frozen_names if params[n].requires_grad]
+    if gradless:
+        progress(f"{len(gradless)} parameters reach the loss only through no-grad regions: no gradient, "
+                 f"kept constant as PyTorch's optimizer skips them: {gradless[:3]}")
     func, bounds = bind_upper_bounds(func, dynamic_shapes)
     if bounds:
         progress("dynamic dims built for their upper bounds: "

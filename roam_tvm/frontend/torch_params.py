@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from tvm import relax
 
+from .autodiff import params_without_gradient
 from .bn_stats import BNSpec
 from .errors import ImportError_, UnsupportedError
 from .frozen import split_frozen
@@ -171,7 +172,8 @@ def order_params(func: relax.Function, names: ExportedNames, model,
     # in PyTorch and is skipped by its optimizer: leave it out, as one TVM's importer dropped
     read = set(relax.analysis.free_vars(func.body))
     pvar_by_fqn = {n: vs for n, vs in pvar_by_fqn.items() if any(v in read for v in vs)}
-    param_names, frozen_names = split_frozen([n for n in params if n in pvar_by_fqn], params)
+    gradless = _gradless(func, pvar_by_fqn, params)
+    param_names, frozen_names = split_frozen([n for n in params if n in pvar_by_fqn], params, gradless)
     unused = [n for n in params if n not in pvar_by_fqn]
     binds, keep = {}, []
     for n in param_names + frozen_names:
@@ -190,6 +192,17 @@ def order_params(func: relax.Function, names: ExportedNames, model,
         func = relax.Function(list(body.params), body.body, body.ret_ty, True, func.attrs)
     func = relax.Function(order, func.body, func.ret_ty, True, func.attrs)
     return func, param_names, frozen_names, unused
+
+
+def _gradless(func: relax.Function, pvar_by_fqn: dict, params: dict) -> list:
+    """Trainable parameters the loss reads only through no-grad regions (LayoutLMv3's relative
+    position tables under ``torch.no_grad()``): frozen, as PyTorch's optimizer skips a parameter
+    whose ``.grad`` stays None. None are moved when that would leave nothing to train (the
+    gradient pre-check then says why)."""
+    trainable = {n: vs for n, vs in pvar_by_fqn.items() if params[n].requires_grad}
+    stopped = params_without_gradient(func, [v for vs in trainable.values() for v in vs])
+    gradless = [n for n, vs in trainable.items() if all(v in stopped for v in vs)]
+    return gradless if len(gradless) < len(trainable) else []
 
 
 def initial_arrays(model, params: dict, names: list, bn_specs: list,
