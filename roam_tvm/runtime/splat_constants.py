@@ -43,6 +43,14 @@ class _Splatter(PyExprMutator):
         self.min_elements = min_elements
         self.changed = 0
 
+    def visit_tuple_getitem_(self, op: relax.TupleGetItem) -> relax.Expr:
+        # ``(c0, c1)[1]`` (FoldConstant's folded index pair, a top-1 router's all-zero slot index):
+        # the item alone, else the other member's fill stays in the tuple, dead, and FuseOps
+        # fuses it into a function that returns its parameter (FuseTIR: global_name != "fused")
+        if isinstance(op.tuple_value, relax.Tuple):
+            return self.visit_expr(op.tuple_value.fields[op.index])
+        return super().visit_tuple_getitem_(op)
+
     def visit_generic_const_(self, op: tvm.ir.Constant) -> relax.Expr:
         value = splat_value(op, self.min_elements)
         if value is None:
