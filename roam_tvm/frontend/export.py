@@ -24,6 +24,7 @@ from .packed_sequence import traceable_packed_sequences
 from .custom_functions import check_backwards, record_functions
 from .dense_dispatch import dense_dispatch, warn_dense
 from .drop_path import stochastic_depth_off, warn_stochastic_depth
+from .topk_ties import find_topk_ties, has_topk, warn_topk_ties
 from .traceable_ops import traceable_functionals
 from .value_checks import ValueChecks, record_checks, warn_checks, watch_value_checks
 
@@ -214,6 +215,11 @@ def _checked_export(wrapped, model, args: tuple, ds, experts: str | None):
         _eager_check(f"the backward of its autograd.Function(s) {', '.join(c.__qualname__ for c in functions)} "
                      "(the model's gradients with those backwards and with autodiff of their forwards)",
                      check_backwards, wrapped, args, model, functions)
+        if has_topk(ep):
+            ties = []
+            _eager_check("its topk calls for ties (the model run once without gradients)",
+                         lambda: ties.append(find_topk_ties(lambda: wrapped(*args), model)))
+            warn_topk_ties(ties[0] if ties else 0, type(model).__name__)
     return ep, ckpts, dense, functions, checks
 
 
