@@ -42,21 +42,36 @@ CASES = {
 }
 
 
+# grouped so that one step checks several (a wrong conversion of any changes the loss and every gradient)
+GROUPS = {
+    "reciprocals": ("reciprocal", "one_over", "rsub", "scalar_pow", "sqrt_pow"),
+    "transcendental": ("sigmoid", "tanh", "erf", "log1p", "log2", "log10", "expm1", "atan"),
+    "binary": ("atan2", "fmod", "remainder"),
+    "mixed_operands": ("where", "stack", "cat"),
+}
+
+
 class _Scaled(nn.Module):
-    def __init__(self, case: str):
+    def __init__(self, cases: tuple):
         super().__init__()
         self.lin = nn.Linear(4, 6)
-        self.case = case
+        self.cases = cases
 
     def forward(self, x, ids):
-        return self.lin(x) * CASES[self.case](ids)
+        scale = sum(CASES[c](ids) * (k + 1) for k, c in enumerate(self.cases))
+        return self.lin(x) * scale
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_integer_operand_promoted_as_pytorch(case):
+def test_groups_cover_every_case():
+    assert sorted(c for cs in GROUPS.values() for c in cs) == sorted(CASES)
+
+
+@pytest.mark.parametrize("group", sorted(GROUPS))
+def test_integer_operands_promoted_as_pytorch(group):
     g = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     x = torch.randn(5, 4, generator=g)
     ids = torch.tensor([1, 2, 3, 4, 5, 6])
-    assert CASES[case](ids).dtype == torch.float32  # the case exercises a promotion
-    compare_step(_Scaled(case), (x, ids), (torch.randn(5, 6, generator=g),), "mse", SGD(lr=0.05))
+    for case in GROUPS[group]:  # each case exercises a promotion
+        assert CASES[case](ids).dtype == torch.float32, case
+    compare_step(_Scaled(GROUPS[group]), (x, ids), (torch.randn(5, 6, generator=g),), "mse", SGD(lr=0.05))
