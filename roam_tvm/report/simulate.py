@@ -103,8 +103,8 @@ def lower_bounds(g: Graph, cut: bool = True, reached: int | None = None,
     (:func:`~roam_tvm.graph.set_bound.set_cut_bound`) are at least ``cut``; they
     are above it where unrelated ops each need the others to run first, as the
     weight-gradient sums of an unrolled RNN do (two ops, or several in sequence).
-    ``set`` is left out when ``reached`` (the least peak a planner reached) is
-    already at ``cut`` or ``pair``: no bound can prove more there. Where ``reached`` is above all
+    ``set`` is left out when ``reached`` (the least live-bytes peak of an order a planner reached, its
+    perfect packing) is already at ``cut`` or ``pair``: no bound can prove more there. Where ``reached`` is above all
     three, ``exact`` is the least peak of any order, proved by the exhaustive down-set search
     (:func:`~roam_tvm.order.dp.graph_optimum`) when it finishes in ``EXACT_SECONDS``: on small
     steps each cut can be met by some order but no order meets them all at once.
