@@ -49,3 +49,23 @@ def test_boolean_mask_write_matches_pytorch(case):
     torch.manual_seed(0)
     ids = torch.tensor([[0, 7, 3, 7, 0, 2], [5, 0, 7, 1, 9, 7]])
     compare_step(_Masked(case), (ids,), (torch.randn(2, 3),), "mse", SGD(lr=0.1))
+
+
+class _MergeRows(nn.Module):
+    """The older LLaVA merge: one row of projected features per image token, ``h[ids == img] = feats``."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(16, 8)
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, ids, feats):
+        h = self.emb(ids) * 1.0
+        h[ids == 15] = self.proj(feats)
+        return h.sum(1)
+
+
+def test_one_row_per_true_entry_matches_pytorch():
+    torch.manual_seed(0)
+    ids = torch.tensor([[15, 15, 3, 4], [1, 15, 15, 2]])
+    compare_step(_MergeRows(), (ids, torch.randn(4, 8)), (torch.randn(2, 8),), "mse", SGD(lr=0.1))

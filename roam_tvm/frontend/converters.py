@@ -159,6 +159,12 @@ def _cat(node, importer):
     return importer.block_builder.emit(R.concat(tensors, axis=axis))
 
 
+def _copy_strided(node, importer):
+    """``prims.copy_strided(x, strides)`` (PyTorch's ``index_fill`` decomposition on a non-contiguous
+    tensor keeps its strides so): Relax tensors have no strides, so the copy is ``x`` itself."""
+    return importer.env[node.args[0]]
+
+
 def _sort_stable(node, importer):
     """``sort(x, stable=..., dim=, descending=)`` (``torch.argsort(..., stable=True)``: sort-based MoE
     dispatch), which TVM's converter map lacks: its ``argsort`` is a stable sort (std::stable_sort on CPU),
@@ -171,7 +177,7 @@ def _sort_stable(node, importer):
     return bb.emit(relax.Tuple([bb.emit(R.gather_elements(x, indices, axis=dim)), indices]))
 
 
-CONVERTERS = {"select.int": _select, "sort.stable": _sort_stable,
+CONVERTERS = {"select.int": _select, "sort.stable": _sort_stable, "copy_strided.default": _copy_strided,
               # operands of mixed dtypes promoted (LayoutLMv3's float and long masks)
               "cat.default": in_result_dtype("cat.default", (0,), convert=_cat),
               "scatter_add.default": _scatter_add,

@@ -388,12 +388,16 @@ class _DenseMode:
                 if masks and isinstance(value, torch.Tensor) and value.dim() > x.dim() - masks[0].dim() \
                         and value.shape[0] != 1:
                     mask = masks[0]
-                    if keys[0] is not mask or not all(_is_full_slice(k) for k in keys[1:]) or \
-                            value.shape[0] != mask.numel():
+                    if keys[0] is not mask or not all(_is_full_slice(k) for k in keys[1:]):
                         raise self._refuse("boolean-mask assignment", "is not over the leading dims")
                     rest = tuple(x.shape[mask.dim():])
-                    dense = value.expand(mask.numel(), *rest).reshape(*mask.shape, *rest)
                     keep = mask.reshape(*mask.shape, *([1] * len(rest)))
+                    if value.shape[0] != mask.numel() and self._of(value) is None:
+                        # one row per true entry, computed apart from the selection (a VLM's image
+                        # features: h[ids == img] = feats): the same write as masked_scatter, static-sized
+                        x.copy_(x.masked_scatter(keep.expand_as(x), value.to(x.dtype)))
+                        return None
+                    dense = value.expand(mask.numel(), *rest).reshape(*mask.shape, *rest)
                     record.sinks += 1
                     x.copy_(torch.where(keep, dense.to(x.dtype), x))
                     return None
