@@ -104,7 +104,9 @@ class DenseDispatch:
                 f"such a selection dense (every row, weighted 0 where not selected), but here the dense form "
                 f"changes the output (worst relative difference {worst:.2g}): a selection feeds something other "
                 f"than index_add / index_put / scatter_add / a masked write (e.g. a mean over the selected rows). "
-                f"{_WAY_OUT}")
+                f"For a loss over the selected rows, F.cross_entropy(logits[mask], labels[mask]), pass every row "
+                f"and ignore the others: F.cross_entropy(logits.flatten(0, -2), labels.masked_fill(~mask, "
+                f"-100).flatten()). {_WAY_OUT}")
 
 
 #: shuffled variants of the example inputs the dense form is also checked on
