@@ -69,3 +69,24 @@ def test_one_row_per_true_entry_matches_pytorch():
     torch.manual_seed(0)
     ids = torch.tensor([[15, 15, 3, 4], [1, 15, 15, 2]])
     compare_step(_MergeRows(), (ids, torch.randn(4, 8)), (torch.randn(2, 8),), "mse", SGD(lr=0.1))
+
+
+class _DeepstackAdd(nn.Module):
+    """Qwen3-VL's deepstack: ``h[mask, :] = h[mask, :] + feats`` with one feature row per true entry."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(16, 8)
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, ids, feats):
+        h = self.emb(ids) * 1.0
+        mask = ids == 15
+        h[mask, :] = h[mask, :] + self.proj(feats)
+        return h.sum(1)
+
+
+def test_selected_rows_plus_compact_rows_match_pytorch():
+    torch.manual_seed(0)
+    ids = torch.tensor([[15, 15, 3, 4], [1, 15, 15, 2]])
+    compare_step(_DeepstackAdd(), (ids, torch.randn(4, 8)), (torch.randn(2, 8),), "mse", SGD(lr=0.1))

@@ -214,6 +214,9 @@ class _DenseMode:
         keeps_rows = {T.view, T.reshape, torch.reshape, T.unsqueeze, torch.unsqueeze, T.squeeze, torch.squeeze,
                       T.expand, T.expand_as, T.flatten, torch.flatten, T.contiguous, T.to, T.long, T.int,
                       T.clone, torch.clone, T.detach, torch.detach, T.unbind, torch.unbind}
+        # elementwise ops that may combine the rows of x[mask] with one row per true entry
+        combines = {torch.add, torch.sub, torch.mul, torch.div, T.add, T.sub, T.mul, T.div, T.__add__, T.__radd__,
+                    T.__sub__, T.__rsub__, T.__mul__, T.__rmul__, T.__truediv__}
         queries = {"size", "dim", "numel", "__len__", "__get__", "is_floating_point", "element_size", "stride",
                    "get_device", "is_contiguous", "__format__", "__repr__", "__hash__"}
 
@@ -222,6 +225,7 @@ class _DenseMode:
                 super().__init__()
                 self.coords = {}  # id -> (weakref, _Coords)
                 self.single = SingleHot()  # masks true at most once along a dim (top-k routing)
+                self.rows_of = {}  # id -> (weakref, mask): the rows x[mask] gave (every row, dense)
 
             # -- coordinates -------------------------------------------------------------
             def _mark(self, t, c: _Coords):
@@ -316,6 +320,10 @@ class _DenseMode:
                     return self._getitem(func, args[0], args[1])
                 if func is T.__setitem__:
                     return self._setitem(func, *args)
+                if func in combines and len(args) >= 2:
+                    combined = self._combine_rows(func, args, kwargs)
+                    if combined is not None:
+                        return combined
                 flat = [*args, *kwargs.values()]
                 flat += [t for a in flat if isinstance(a, (tuple, list)) for t in a]
                 marked = [a for a in flat if self._of(a) is not None]
@@ -368,7 +376,30 @@ class _DenseMode:
                 record.rows.append(mask.numel())
                 # a copy, as boolean indexing gives: ``out[mask] += v`` adds to it, then writes it back
                 rows = x.reshape(mask.numel(), *x.shape[mask.dim():])
-                return (rows[(slice(None), *rest)] if rest else rows).clone()
+                out = (rows[(slice(None), *rest)] if rest else rows).clone()
+                self.rows_of[id(out)] = (weakref.ref(out), mask)
+                return out
+
+            def _rows_mask(self, t):
+                entry = self.rows_of.get(id(t)) if isinstance(t, torch.Tensor) else None
+                return entry[1] if entry is not None and entry[0]() is t else None
+
+            def _combine_rows(self, func, args, kwargs):
+                """``x[mask] + feats`` with ``feats`` one row per true entry (Qwen3-VL's deepstack): ``feats``
+                spread over every row of the dense ``x[mask]`` (row ``r`` reads the entry of the true
+                entries before it), exact at the true rows, which are all a masked write keeps."""
+                a, b = args[0], args[1]
+                mask = self._rows_mask(a)
+                rows, other = (a, b) if mask is not None else (b, a)
+                mask = mask if mask is not None else self._rows_mask(b)
+                if mask is None or not isinstance(other, torch.Tensor) or self._rows_mask(other) is not None \
+                        or other.dim() != rows.dim() or other.shape[0] in (1, rows.shape[0]):
+                    return None
+                index = (mask.reshape(-1).to(torch.int64).cumsum(0) - 1).clamp(min=0)
+                spread = other.index_select(0, index)
+                out = func(*((rows, spread) if other is b else (spread, rows)), *args[2:], **kwargs)
+                self.rows_of[id(out)] = (weakref.ref(out), mask)
+                return out
 
             def _setitem(self, func, x, key, value):
                 keys = _key_tuple(key)
