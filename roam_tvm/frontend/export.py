@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import warnings
 from typing import Callable
@@ -225,13 +226,15 @@ def _checked_export(wrapped, model, args: tuple, ds, experts: str | None):
 
 @contextlib.contextmanager
 def _fake_tensor_log_quiet():
-    """torch logs a failing fake-tensor op with a dump of its graph before raising; the raised error is
-    what the user gets (``_trace_error``), so the dump is dropped."""
+    """torch logs a failing fake-tensor op with a dump of its graph, and ``torch.export`` prints the partial
+    graph to stderr, before raising; the raised error is what the user gets (``_trace_error``), so both
+    dumps are dropped (logging handlers keep the stream they were made with: other logs still show)."""
     logger = logging.getLogger("torch._subclasses.fake_tensor")
     level = logger.level
     logger.setLevel(logging.CRITICAL)
     try:
-        yield
+        with contextlib.redirect_stderr(io.StringIO()):
+            yield
     finally:
         logger.setLevel(level)
 
