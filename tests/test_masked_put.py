@@ -51,42 +51,28 @@ def test_boolean_mask_write_matches_pytorch(case):
     compare_step(_Masked(case), (ids,), (torch.randn(2, 3),), "mse", SGD(lr=0.1))
 
 
-class _MergeRows(nn.Module):
-    """The older LLaVA merge: one row of projected features per image token, ``h[ids == img] = feats``."""
+class _CompactRows(nn.Module):
+    """One row of projected features per image token, written (the older LLaVA merge, ``h[ids == img] =
+    feats``) or added (Qwen3-VL's deepstack, ``h[mask, :] = h[mask, :] + feats``)."""
 
-    def __init__(self):
+    def __init__(self, add: bool):
         super().__init__()
         self.emb = nn.Embedding(16, 8)
         self.proj = nn.Linear(8, 8)
-
-    def forward(self, ids, feats):
-        h = self.emb(ids) * 1.0
-        h[ids == 15] = self.proj(feats)
-        return h.sum(1)
-
-
-def test_one_row_per_true_entry_matches_pytorch():
-    torch.manual_seed(0)
-    ids = torch.tensor([[15, 15, 3, 4], [1, 15, 15, 2]])
-    compare_step(_MergeRows(), (ids, torch.randn(4, 8)), (torch.randn(2, 8),), "mse", SGD(lr=0.1))
-
-
-class _DeepstackAdd(nn.Module):
-    """Qwen3-VL's deepstack: ``h[mask, :] = h[mask, :] + feats`` with one feature row per true entry."""
-
-    def __init__(self):
-        super().__init__()
-        self.emb = nn.Embedding(16, 8)
-        self.proj = nn.Linear(8, 8)
+        self.add = add
 
     def forward(self, ids, feats):
         h = self.emb(ids) * 1.0
         mask = ids == 15
-        h[mask, :] = h[mask, :] + self.proj(feats)
+        if self.add:
+            h[mask, :] = h[mask, :] + self.proj(feats)
+        else:
+            h[mask] = self.proj(feats)
         return h.sum(1)
 
 
-def test_selected_rows_plus_compact_rows_match_pytorch():
+@pytest.mark.parametrize("add", [False, True], ids=["write", "deepstack_add"])
+def test_one_row_per_true_entry_matches_pytorch(add):
     torch.manual_seed(0)
     ids = torch.tensor([[15, 15, 3, 4], [1, 15, 15, 2]])
-    compare_step(_DeepstackAdd(), (ids, torch.randn(4, 8)), (torch.randn(2, 8),), "mse", SGD(lr=0.1))
+    compare_step(_CompactRows(add), (ids, torch.randn(4, 8)), (torch.randn(2, 8),), "mse", SGD(lr=0.1))

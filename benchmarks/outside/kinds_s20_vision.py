@@ -25,33 +25,12 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # hf_more's wrappers
 from hf_more import BATCH, VOCAB, Logits  # noqa: E402
+from kinds_s18_vision import _classes, _PooledHead  # noqa: E402 - the same heads as round 18
 from roam_tvm.zoo.families import _gen, _quiet, _tokens  # noqa: E402
 
 
 def _images(gen, size: int = 32, channels: int = 3, width: int | None = None):
     return torch.randn(BATCH, channels, size, size if width is None else width, generator=gen)
-
-
-def _classes(gen, classes: int = 5):
-    return torch.randint(0, classes, (BATCH,), generator=gen)
-
-
-class _PooledHead(nn.Module):
-    """A tower's ``pooler_output`` (or the mean of ``last_hidden_state`` over tokens / pixels) -> a linear
-    classifier."""
-
-    def __init__(self, hf, width: int, classes: int = 5, key: str = "pixel_values", pooled: bool = True):
-        super().__init__()
-        self.hf, self.head, self.key, self.pooled = hf, nn.Linear(width, classes), key, pooled
-
-    def forward(self, x):
-        out = self.hf(**{self.key: x})
-        if self.pooled:
-            feats = out.pooler_output
-        else:
-            feats = out.last_hidden_state
-            feats = feats.mean(dim=(2, 3)) if feats.dim() == 4 else feats.mean(1)
-        return self.head(feats.flatten(1))
 
 
 # VLM vision towers
