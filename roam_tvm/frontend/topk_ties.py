@@ -12,6 +12,8 @@ from __future__ import annotations
 import warnings
 from typing import Callable
 
+from .value_checks import buffers_restored
+
 __all__ = ["find_topk_ties", "warn_topk_ties", "has_topk"]
 
 
@@ -53,16 +55,8 @@ def find_topk_ties(run: Callable[[], object], module) -> int:
                     found[0] += 1
             return func(*args, **kwargs)
 
-    saved = {k: v.detach().clone() for k, v in module.state_dict(keep_vars=True).items()
-             if not isinstance(v, torch.nn.Parameter)}
-    try:
-        with torch.no_grad(), Watch():
-            run()
-    finally:  # a BatchNorm's running statistics, as before the run
-        with torch.no_grad():
-            current = module.state_dict(keep_vars=True)
-            for k, v in saved.items():
-                current[k].copy_(v)
+    with buffers_restored(module), torch.no_grad(), Watch():
+        run()
     return found[0]
 
 

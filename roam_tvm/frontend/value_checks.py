@@ -134,11 +134,19 @@ def record_checks(run: Callable[[], object], module, checks: ValueChecks) -> Non
             checks.outcomes.setdefault((file, line), set()).add(bool(value))
         return value
 
+    with buffers_restored(module), torch.no_grad(), _bool_hook(hook):
+        run()
+
+
+@contextlib.contextmanager
+def buffers_restored(module) -> Iterator[None]:
+    """``module``'s buffers (a BatchNorm's running statistics) as they were before, after an eager check run."""
+    import torch
+
     saved = {k: v.detach().clone() for k, v in module.state_dict(keep_vars=True).items()
              if not isinstance(v, torch.nn.Parameter)}
     try:
-        with torch.no_grad(), _bool_hook(hook):
-            run()
+        yield
     finally:
         with torch.no_grad():
             current = module.state_dict(keep_vars=True)
